@@ -37,7 +37,7 @@ def look(targets: list[Target], tasks: int, until_tick_s: float) -> Looked:
 
 
 def test_the_pid_row_assumes_10000_forks_a_second_and_looks_at_most_10_times_a_second() -> None:
-    assert WatchRow(Wake.PID_WATCH, ASSUMED_FORKS_PER_S, 0.1) == ROW
+    assert WatchRow(Wake.PID_WATCH, ASSUMED_FORKS_PER_S, 0.1, counted=True) == ROW
     assert look_period_s(WatchRow(Wake.PID_WATCH, 0, 1.0), 5, 10.0) is None, "no rate: no paced look"
 
 

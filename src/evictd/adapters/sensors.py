@@ -22,6 +22,7 @@ import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from evictd.adapters import procfs
@@ -31,29 +32,29 @@ from evictd.adapters.notifiers import (
     MemcgThresholdNotifier,
     Notifier,
     NotifierFailure,
+    Waiter,
     os_sample_error,
 )
 from evictd.core.errors import SampleError
 from evictd.core.memcg import armed_inactive_file
-from evictd.core.refault import memory_capacity_bytes
-from evictd.core.signals import Reading, Signal, spec_of
-from evictd.core.summary import Observation, Summary
+from evictd.core.signals import Reading, spec_of
 from evictd.core.thresholds import Threshold
 from evictd.core.wake import (
     ASSUMED_FILL_BYTES_PER_S,
     REFAULT_LOOK_S,
     STEADY_MAX_PERIOD_S,
     WATCHES,
+    Arming,
     Figures,
     Firing,
     LookHistory,
     MemcgState,
+    MemoryFigures,
     Registration,
     Target,
     Wake,
     Watch,
     WatchedRefault,
-    WatchRow,
     WatchTarget,
     look,
     memcg_after_cycle,
@@ -66,10 +67,6 @@ from evictd.core.wake import (
     notifier_description,
     refault_look,
     steady_max_period_s,
-    used_seen,
-    watch_plan,
-    watch_targets,
-    watched_shares,
 )
 
 # On v2, a look's cost is measured over this many looks at a time: about two 10 ms ticks of a tick-accounting kernel.
@@ -181,13 +178,12 @@ class MemoryWatch(WatchThread):
 
     cause = Wake.MEMORY_WATCH
 
-    def __init__(self, cgroups: CgroupReader, thresholds: Sequence[Threshold], interval_s: float, *,
+    def __init__(self, cgroups: CgroupReader, interval_s: float, *,
                  monotonic: Callable[[], float], fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S,
                  look_budget: bool = False,
                  thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
         super().__init__("memory watch", "evictd-memory-watch")
         self._cgroups = cgroups
-        self._thresholds = tuple(thresholds)
         self._interval_s = interval_s
         self._monotonic = monotonic
         self.fill_bytes_per_s = fill_bytes_per_s  # the fastest fill the looks are paced for
@@ -200,15 +196,6 @@ class MemoryWatch(WatchThread):
         self._cost_window: tuple[float, int] | None = None
         self._look_cost_window = look_cost_window
         self.look_cpu_s: float | None = None
-
-    def follow(self, summary: Summary | None, observations: Mapping[Signal, Observation], now: float) -> None:
-        """Watch what a cycle that began at `now` and read `summary` left to watch (nothing without a Summary; while a
-        hard memory threshold is met, its release first: `evictd.core.wake.watch_plan`)."""
-        if summary is None:
-            self.arm((), now)
-            return
-        targets, held = watch_plan(self._thresholds, summary, self._cgroups.pods_cgroup())
-        self.arm(targets, now, held=held)
 
     def arm(self, targets: Sequence[WatchTarget], now: float, *, held: Sequence[WatchTarget] = ()) -> None:
         """Watch `targets` from `now` (monotonic seconds, when the cycle that computed them began), once none of
@@ -247,10 +234,11 @@ class MemoryWatch(WatchThread):
         steady_max_s = self._steady_max_s()
         if self._released == generation:
             held = ()
-        working_sets: dict[str, int] = {}
-        for cgroup in dict.fromkeys(target.cgroup for target in targets):
+        working_sets: dict[Reading, int] = {}
+        for reading in dict.fromkeys(target.reading for target in targets):
+            cgroup = self._cgroups.pods_cgroup() if reading is Reading.PODS_MEMORY else ""
             try:
-                working_sets[cgroup] = self._cgroups.memory(cgroup, working_set_only=True).working_set_bytes
+                working_sets[reading] = self._cgroups.memory(cgroup, working_set_only=True).working_set_bytes
             except SampleError:
                 continue  # the cycle reports the unreadable source
             self.looks += 1
@@ -271,24 +259,14 @@ class RefaultWatch(WatchThread):
 
     cause = Wake.REFAULT_WATCH
 
-    def __init__(self, thresholds: Sequence[Threshold], *, gated: bool, monotonic: Callable[[], float],
-                 proc_root: str = "/proc", look_s: float = REFAULT_LOOK_S) -> None:
+    def __init__(self, *, gated: bool, monotonic: Callable[[], float], proc_root: str = "/proc",
+                 look_s: float = REFAULT_LOOK_S) -> None:
         super().__init__("refault watch", "evictd-refault-watch")
-        self._thresholds = tuple(t for t in thresholds if t.signal is Signal.MEMORY_REFAULT)
         self._gated = gated
         self._proc_root = proc_root
         self._monotonic = monotonic
         self._look_s = look_s
         self._watched = WatchedRefault()  # the thread's own readings, kept across armings
-
-    def follow(self, summary: Summary | None, observations: Mapping[Signal, Observation], now: float) -> None:
-        """Watch what a cycle that read `summary` and observed `observations` left to watch (nothing without a
-        Summary)."""
-        if summary is None:
-            self.arm((), None)
-            return
-        observed = observations.get(Signal.MEMORY_REFAULT)
-        self.arm(watched_shares(self._thresholds, observed), memory_capacity_bytes(summary.node.memory))
 
     def arm(self, shares: Sequence[int], memory_bytes: int | None) -> None:
         """Watch for the lowest of `shares` (basis points refaulted within the window) of `memory_bytes`."""
@@ -487,15 +465,15 @@ class MemcgNotifierSet:
         with self._lock:
             return memcg_may_change_decision(self._model, figures)
 
-    def update(self, summary: Summary, now: float) -> list[NotifierFailure]:
-        """Follow the readings of a cycle that began at `now` (monotonic seconds; `memcg_after_cycle`) and return
-        the notifiers that failed: those whose readings give no level (at a refresh), the first arming's
+    def update(self, figures: Mapping[Threshold, MemoryFigures | SampleError], now: float) -> list[NotifierFailure]:
+        """Follow the `figures` of a cycle that began at `now` (monotonic seconds; `memcg_after_cycle`) and return
+        the notifiers that failed: those whose figures give no level (at a refresh), the first arming's
         registrations (made here and now), and the thread's since the last call."""
         with self._lock:
             errors, self._failures = self._failures, []
         fresh_root = self._fresh_root_inactive() if self._model.watches_root else None
         with self._lock:
-            self._model, followed = memcg_after_cycle(self._model, summary, fresh_root, cycle_at=now,
+            self._model, followed = memcg_after_cycle(self._model, figures, fresh_root, cycle_at=now,
                                                       now=self._monotonic())
         errors += [NotifierFailure(self.thresholds[index], Watch.LEVEL, exc) for index, exc in followed.unreadable]
         if followed.at_once:
@@ -592,33 +570,21 @@ class MemcgNotifierSet:
             epoll.close()
 
 class CountWatch(WatchThread):
-    """A watch of one count a cycle reads (its `WatchRow`): `read` between ticks, near a crossing only.
+    """A watch of one count a cycle reads (its `WatchRow`, `counted`): `read` between ticks, near a crossing only,
+    judged by `evictd.core.wake.look`. A read that fails keeps the pace of the last count known (the cycle's at
+    first)."""
 
-    After every cycle `follow` hands it the thresholds of `signal` that cycle did not find met
-    (`evictd.core.wake.watch_targets`); a look judges `read()`'s count against them (`evictd.core.wake.look`). A read
-    that fails keeps the pace of the last count known (the cycle's at first)."""
-
-    def __init__(self, row: WatchRow, signal: Signal, thresholds: Sequence[Threshold], interval_s: float,
-                 read: Callable[[], int], *, monotonic: Callable[[], float]) -> None:
-        name = row.cause.replace("_", " ")
+    def __init__(self, reading: Reading, interval_s: float, read: Callable[[], int], *,
+                 monotonic: Callable[[], float]) -> None:
+        self.reading = reading
+        self._row = WATCHES[reading]
+        self.cause = self._row.cause
+        name = self.cause.replace("_", " ")
         super().__init__(name, f"evictd-{name.replace(' ', '-')}")
-        self.cause = row.cause
-        self._row = row
-        self._signal = signal
-        self._thresholds = tuple(t for t in thresholds if t.signal is signal)
         self._interval_s = interval_s
         self._read = read
         self._monotonic = monotonic
         self._last_read: tuple[int, int] | None = None  # the arming a look read a count for, and that count
-
-    def follow(self, summary: Summary | None, observations: Mapping[Signal, Observation], now: float) -> None:
-        """Watch what a cycle that began at `now` and observed `observations` left to watch (nothing without a
-        Summary or an observation)."""
-        observed = None if summary is None else observations.get(self._signal)
-        if observed is None:
-            self.arm((), 0, now)
-            return
-        self.arm(watch_targets(self._thresholds, self._signal, observed), used_seen(observed), now)
 
     def arm(self, targets: Sequence[Target], used: int, now: float) -> None:
         """Watch `targets` from `now` (when the cycle that computed them began), `used` as the cycle saw; no look at
@@ -645,8 +611,49 @@ class CountWatch(WatchThread):
         return found.period_s
 
 
-def pid_watch(thresholds: Sequence[Threshold], interval_s: float, *, monotonic: Callable[[], float],
-              proc_root: str = "/proc") -> CountWatch:
-    """The pid watch: /proc/loadavg's task count (what the cycle reads) against ``pid.available``'s row."""
-    return CountWatch(WATCHES[Reading.PIDS], Signal.PID_AVAILABLE, thresholds, interval_s,
-                      lambda: procfs.running_tasks(proc_root), monotonic=monotonic)
+# What each counted row of `evictd.core.wake.WATCHES` reads (from a /proc root): a new counted reading is a row here.
+COUNT_READERS: Mapping[Reading, Callable[[str], int]] = MappingProxyType({Reading.PIDS: procfs.running_tasks})
+
+
+def count_watch(reading: Reading, interval_s: float, *, monotonic: Callable[[], float],
+                proc_root: str = "/proc") -> CountWatch:
+    """The watch of a counted `reading` (the pid watch: /proc/loadavg's task count against ``pid.available``)."""
+    return CountWatch(reading, interval_s, lambda: COUNT_READERS[reading](proc_root), monotonic=monotonic)
+
+
+class Sensors:
+    """Every sensor between cycles, carrying out a `Plan`'s `Arming` (`arm`) and kept in the Waiter's poll set."""
+
+    def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier],
+                 memory_watch: MemoryWatch | None = None, refault_watch: RefaultWatch | None = None,
+                 counts: Sequence[CountWatch] = ()) -> None:
+        self.waiter = waiter
+        self.memcg = memcg
+        self.psi = tuple(psi)
+        self.memory_watch = memory_watch
+        self.refault_watch = refault_watch
+        self.counts = tuple(counts)
+
+    def arm(self, arming: Arming) -> list[NotifierFailure]:
+        """Arm every sensor as `arming` says and keep them all in the Waiter; return the memcg notifiers that failed
+        (`MemcgNotifierSet.update`)."""
+        failures = [] if self.memcg is None or arming.memcg is None else self.memcg.update(arming.memcg, arming.at)
+        if self.memory_watch is not None:
+            self.memory_watch.arm(arming.memory, arming.at, held=arming.held)
+        if self.refault_watch is not None:
+            self.refault_watch.arm(arming.refault_shares, arming.memory_bytes)
+        for watch in self.counts:
+            watch.arm(*arming.counts.get(watch.reading, ((), 0)), arming.at)
+        wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi,
+                  *(w for w in (self.memory_watch, self.refault_watch, *self.counts) if w is not None))
+        if wanted != self.waiter.notifiers:
+            self.waiter.set_notifiers(wanted)
+        return failures
+
+    @property
+    def armed(self) -> frozenset[str]:
+        """The descriptions of the memcg notifiers registered now."""
+        if self.memcg is None:
+            return frozenset()
+        return frozenset(n.description for n in (*self.memcg.levels, *self.memcg.drop_watches,
+                                                 *self.memcg.approach_watches))

@@ -47,11 +47,11 @@ from evictd.core.memcg import (
 )
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S, window_follow_up_wanted
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.refault import RefaultSample, next_samples, refault_figure
+from evictd.core.refault import RefaultSample, memory_capacity_bytes, next_samples, refault_figure
 from evictd.core.settled import near_crossing, near_unmet_crossing, spread
 from evictd.core.signals import Operator, Reading, Signal, spec_of
 from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, CounterTrend, next_trend
-from evictd.core.summary import STALL_BASIS_POINTS, Observation, Summary, signal_observations
+from evictd.core.summary import STALL_BASIS_POINTS, SYSTEM_CONTAINER_PODS, Observation, Summary, signal_observations
 from evictd.core.thresholds import Threshold, threshold_quantity
 
 
@@ -94,12 +94,14 @@ FLAP_CYCLE_MAX_S = 1.5 * FLAP_CYCLE_S
 class WatchRow:
     """How one reading is watched between cycles, as a `SignalSpec` says how it is decided: the fastest its figure is
     assumed to move toward a threshold (`rate_per_s`; None: the kernel announces it, nothing is looked at), the
-    shortest period between looks, the longest at a steady margin (None: no steady pace), and the wake-up's cause."""
+    shortest period between looks, the longest at a steady margin (None: no steady pace), the wake-up's cause, and
+    whether it is a count that `look` judges (`counted`: the sensors' `COUNT_READERS` read it, a `CountWatch`)."""
 
     cause: Wake
     rate_per_s: float | None
     min_period_s: float
     steady_cap_s: float | None = None
+    counted: bool = False
 
 
 # What the loop has not done for this many intervals is stale (an outage, not a restart)...
@@ -190,7 +192,7 @@ def look(row: WatchRow, targets: Sequence[Target], used: int, until_tick_s: floa
 class CycleSeen:
     """What the schedule needs of a finished cycle (`of`): the memory thresholds met, whether pressure is held,
     the crossing not confirmed, a memory threshold near (met or unmet), the first grace end, a stall threshold
-    left unmet, whether evictd acted for real; `cycle_failed`: no report; `cleaned_up`: evicted, pods waited for."""
+    left unmet, whether evictd acted for real, what it leaves the sensors to watch; `cycle_failed`: no report."""
 
     started_at: float
     memory_met: frozenset[Threshold] = frozenset()
@@ -202,12 +204,12 @@ class CycleSeen:
     stall_unmet: bool = False
     acted: bool = False
     cycle_failed: bool = False
-    cleaned_up: bool = False
+    arm: Arming | None = None
 
     @classmethod
     def of(cls, started_at: float, thresholds: Sequence[Threshold], assessment: Assessment, *,
-           crossing_unconfirmed: bool, eviction_failed: bool, acted: bool, cleaned_up: bool = False) -> CycleSeen:
-        """The one place a cycle's report becomes what the schedule sees."""
+           crossing_unconfirmed: bool, eviction_failed: bool, acted: bool, summary: Summary | None = None) -> CycleSeen:
+        """The one place a cycle's report becomes what the schedule and the sensors see."""
         met = tuple(status.threshold for status in assessment.thresholds)
         return cls(started_at, frozenset(t for t in met if spec_of(t.signal).is_memory),
                    held=bool(met and not assessment.stale_signals and not eviction_failed),
@@ -215,7 +217,8 @@ class CycleSeen:
                    near_crossing=near_crossing(thresholds, assessment.observations),
                    unmet_near=near_unmet_crossing(thresholds, assessment.observations),
                    grace_ends_in_s=assessment.next_decision_in_s(),
-                   stall_unmet=window_follow_up_wanted(thresholds, met), acted=acted, cleaned_up=cleaned_up)
+                   stall_unmet=window_follow_up_wanted(thresholds, met), acted=acted,
+                   arm=arming(started_at, thresholds, summary, assessment.observations))
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,11 +230,13 @@ class Sensed:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What the loop does next: run the cycle at `due_at` (None: at once) and, while waiting, listen to the
-    notifiers or not (flapping, once the cycle is due within `FLAP_CYCLE_MAX_S` of the last one's start)."""
+    """What the loop does next: arm the sensors as `arm` says (None: as they are), run the cycle at `due_at` (None:
+    at once) and, while waiting, listen to the notifiers or not (flapping, once the cycle is due within
+    `FLAP_CYCLE_MAX_S` of the last one's start)."""
 
     due_at: float | None
     listening: bool = True
+    arm: Arming | None = field(default=None, compare=False)  # plans that schedule alike are alike
 
     def wait_s(self, now: float) -> float | None:
         """How long to wait at `now` (0: only look for wake-ups); None: run the cycle at once."""
@@ -264,11 +269,7 @@ class WakeState:
 
 
 def after_cycle(state: WakeState, seen: CycleSeen, now: float) -> tuple[WakeState, Plan]:
-    """The cycle `seen` ended at `now`."""
-    if seen.cleaned_up:
-        new = replace(state, due_at=None, follow_ups=state.follow_ups[-1:], memory_met=seen.memory_met,
-                      acted=seen.acted, woken=frozenset())
-        return new, new.plan
+    """The cycle `seen` ended at `now`: the plan arms the sensors as it left them to watch."""
     if seen.cycle_failed:
         new = _scheduled(state, seen.started_at, now, CycleSeen(seen.started_at), newly_met=False, receded=False,
                          stall_follow_up=False)
@@ -277,7 +278,7 @@ def after_cycle(state: WakeState, seen: CycleSeen, now: float) -> tuple[WakeStat
                      receded=bool(state.memory_met - seen.memory_met) and not state.acted,
                      stall_follow_up=Wake.PSI in state.woken and seen.stall_unmet)
     new = replace(new, memory_met=seen.memory_met, acted=seen.acted)
-    return new, new.plan
+    return new, replace(new.plan, arm=seen.arm)
 
 
 def _scheduled(state: WakeState, started_at: float, now: float, seen: CycleSeen, *, newly_met: bool, receded: bool,
@@ -306,7 +307,8 @@ def _scheduled(state: WakeState, started_at: float, now: float, seen: CycleSeen,
 
 def sensed(state: WakeState, what: Sensed, now: float) -> tuple[WakeState, Plan]:
     """A wait ended with `what` at `now`: a wake-up that earns a cycle makes it due (a notification restarts the
-    follow-ups); one that does not keeps the deadline."""
+    follow-ups; the end of the wait for evicted pods leaves only the confirming one); one that does not keeps the
+    deadline."""
     causes = frozenset(what.causes)
     new = replace(_woken(state, causes), woken=causes)
     return new, new.plan
@@ -321,6 +323,8 @@ def timer(state: WakeState, now: float) -> tuple[WakeState, Plan]:
 def _woken(state: WakeState, causes: frozenset[str]) -> WakeState:
     if not causes:
         return replace(state, due_at=None)
+    if Wake.EVICTION in causes:
+        return replace(state, due_at=None, follow_ups=state.follow_ups[-1:])
     if causes <= (HELD_NO_CYCLE if state.held else NO_CYCLE):
         return state
     if causes <= NOTIFICATIONS | NO_CYCLE and state.flapping and state.last_started_at is not None:
@@ -359,11 +363,10 @@ HELD_PERIOD_S = 0.5
 
 @dataclass(frozen=True, slots=True)
 class WatchTarget:
-    """One memory threshold to watch: met once ``capacity_bytes - working set of cgroup < met_below_bytes``
-    (`cgroup` relative to the memory hierarchy's root; ``""``: the root, for ``memory.available``)."""
+    """One memory threshold to watch: met once ``capacity_bytes - working set of reading < met_below_bytes``."""
 
     signal: Signal
-    cgroup: str
+    reading: Reading
     capacity_bytes: int
     met_below_bytes: int
     description: str
@@ -373,8 +376,8 @@ class WatchTarget:
         return self.capacity_bytes - working_set_bytes - self.met_below_bytes + 1
 
 
-def watch_plan(thresholds: Sequence[Threshold], summary: Summary,
-               pods_cgroup: str) -> tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...]]:
+def watch_plan(thresholds: Sequence[Threshold], summary: Summary
+               ) -> tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...]]:
     """The memory watch's targets after a cycle that read `summary`, and the held ones: the memory thresholds not
     met; with a hard one met, those held (looked at every `HELD_PERIOD_S` until released), then the others."""
     observations = signal_observations(summary)
@@ -389,9 +392,8 @@ def watch_plan(thresholds: Sequence[Threshold], summary: Summary,
         met = observed.available.ceil_int() < met_below
         if met and not threshold.is_hard:
             continue  # decided by this cycle, not a crossing to catch
-        cgroup = pods_cgroup if spec.reading is Reading.PODS_MEMORY else ""
         kind = "hard" if threshold.is_hard else "soft"
-        (held if met else targets).append(WatchTarget(threshold.signal, cgroup, observed.capacity.ceil_int(),
+        (held if met else targets).append(WatchTarget(threshold.signal, spec.reading, observed.capacity.ceil_int(),
                                                       met_below, f"{kind} {threshold.signal} threshold"))
     return ((*held, *targets), tuple(held)) if held else (tuple(targets), ())
 
@@ -451,15 +453,15 @@ class Look:
 
 
 def memory_look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[WatchTarget],
-                working_sets: Mapping[str, int], now: float, until_tick_s: float, *,
+                working_sets: Mapping[Reading, int], now: float, until_tick_s: float, *,
                 fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, held: Sequence[WatchTarget] = (),
                 steady_max_s: float = STEADY_MAX_PERIOD_S) -> Look:
-    """Judge a look at `now` that read `working_sets` (a cgroup missing: unreadable, its targets skipped). Only the
+    """Judge a look at `now` that read `working_sets` (a reading missing: unreadable, its targets skipped). Only the
     targets handed keep a history. While one of `held` is met (or unreadable) nothing else is judged and the next
     look is `HELD_PERIOD_S` on; once none is, the look is `released` and judges `targets` at once."""
     if held:
         for target in held:
-            working_set = working_sets.get(target.cgroup)
+            working_set = working_sets.get(target.reading)
             if working_set is None or target.margin_bytes(working_set) <= 0:
                 return Look({}, None, HELD_PERIOD_S if until_tick_s > HELD_PERIOD_S else None)
         return replace(memory_look(histories, targets, working_sets, now, until_tick_s,
@@ -467,7 +469,7 @@ def memory_look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[
     kept = {target: history for target, history in histories.items() if target in targets}
     period: float | None = None
     for target in targets:
-        working_set = working_sets.get(target.cgroup)
+        working_set = working_sets.get(target.reading)
         if working_set is None:
             continue
         margin = target.margin_bytes(working_set)
@@ -533,11 +535,55 @@ WATCHES: Mapping[Reading, WatchRow] = MappingProxyType({
     Reading.NODE_MEMORY: WatchRow(Wake.MEMORY_WATCH, ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S, STEADY_MAX_PERIOD_S),
     Reading.PODS_MEMORY: WatchRow(Wake.MEMORY_WATCH, ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S, STEADY_MAX_PERIOD_S),
     # A C fork loop starts ~10,000 tasks a second; 10 reads of /proc/loadavg a second at most.
-    Reading.PIDS: WatchRow(Wake.PID_WATCH, 10_000, 0.1),
+    Reading.PIDS: WatchRow(Wake.PID_WATCH, 10_000, 0.1, counted=True),
     Reading.NODE_MEMORY_REFAULT: WatchRow(Wake.REFAULT_WATCH, 0, REFAULT_LOOK_S),
     Reading.NODE_MEMORY_STALL: WatchRow(Wake.PSI, None, 0.0),
     Reading.PODS_MEMORY_STALL: WatchRow(Wake.PSI, None, 0.0),
 })
+
+
+# A memcg threshold's readings in a cycle's Summary: available, working set and usage (bytes).
+MemoryFigures = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Arming:
+    """What a cycle that began at `at` leaves the sensors to watch (`arming`): the memory watch's targets and those
+    held, the refault watch's shares of `memory_bytes`, each counted reading's targets and count as the cycle saw
+    it, and each memcg threshold's figures (None: no Summary, the levels stay; a threshold absent: none to watch)."""
+
+    at: float
+    memory: tuple[WatchTarget, ...] = ()
+    held: tuple[WatchTarget, ...] = ()
+    refault_shares: tuple[int, ...] = ()
+    memory_bytes: int | None = None
+    counts: Mapping[Reading, tuple[tuple[Target, ...], int]] = field(default_factory=dict)
+    memcg: Mapping[Threshold, MemoryFigures | SampleError] | None = None
+
+
+def arming(at: float, thresholds: Sequence[Threshold], summary: Summary | None,
+           observations: Mapping[Signal, Observation]) -> Arming:
+    """What a cycle that began at `at`, read `summary` (None: nothing to watch) and observed `observations` leaves
+    the sensors to watch. An allocatable threshold on a node without a pods container has no level: nothing wrong."""
+    if summary is None:
+        return Arming(at)
+    memory, held = watch_plan(thresholds, summary)
+    counts = {}
+    for reading, row in WATCHES.items():
+        signal = next((s for s in observations if spec_of(s).reading is reading), None)
+        if row.counted and signal is not None:
+            counts[reading] = (watch_targets(thresholds, signal, observations[signal]), used_seen(observations[signal]))
+    memcg: dict[Threshold, MemoryFigures | SampleError] = {}
+    pods = SYSTEM_CONTAINER_PODS in summary.node.system_containers
+    for threshold in thresholds:
+        spec = spec_of(threshold.signal)
+        if spec.memcg_watched and (pods or spec.reading is not Reading.PODS_MEMORY):
+            try:
+                memcg[threshold] = memory_stats_for(threshold, summary)
+            except SampleError as exc:
+                memcg[threshold] = exc
+    return Arming(at, memory, held, watched_shares(thresholds, observations.get(Signal.MEMORY_REFAULT)),
+                  memory_capacity_bytes(summary.node.memory), counts, memcg)
 
 
 # cgroup v1's memcg notifiers: `MemcgState` and its `memcg_*` transitions (arithmetic: `evictd.core.memcg`).
@@ -666,10 +712,10 @@ def memcg_registered(state: MemcgState, index: int) -> MemcgState:
     return replace(state, unwatched={i: level for i, level in state.unwatched.items() if i != index})
 
 
-def memcg_after_cycle(state: MemcgState, summary: Summary, fresh_root: int | None, *, cycle_at: float,
-                      now: float) -> tuple[MemcgState, Followed]:
-    """Follow a cycle's readings (`cycle_at`: its time, which the kubelet's 10 s refresh counts; `now`: the time
-    close readings count from; `fresh_root`: the memory root's fresh inactive file, None: none). The first time
+def memcg_after_cycle(state: MemcgState, figures: Mapping[Threshold, MemoryFigures | SampleError],
+                      fresh_root: int | None, *, cycle_at: float, now: float) -> tuple[MemcgState, Followed]:
+    """Follow a cycle's `figures` (`Arming.memcg`; `cycle_at`: its time, which the kubelet's 10 s refresh counts;
+    `now`: the time close readings count from; `fresh_root`: the memory root's fresh inactive file). The first time
     every notifier is registered at once; at a refresh every one is asked again; otherwise a level when it moved
     a step and its watches when stale (a met threshold has neither). Unreadable readings are reported at a refresh
     only; a threshold left without a level by a failed registration waits for the next refresh."""
@@ -681,12 +727,12 @@ def memcg_after_cycle(state: MemcgState, summary: Summary, fresh_root: int | Non
     registrations: list[Registration] = []
     unreadable: list[tuple[int, SampleError]] = []
     for index, threshold in enumerate(state.thresholds):
-        try:
-            available, working_set, usage = memory_stats_for(threshold, summary)
-        except SampleError as exc:
-            if due:
-                unreadable.append((index, exc))
+        read = figures.get(threshold)
+        if isinstance(read, SampleError) and due:
+            unreadable.append((index, read))
+        if not isinstance(read, tuple):
             continue
+        available, working_set, usage = read
         level_bytes = memcg_threshold_bytes(threshold, available, working_set, usage)
         levels[index] = ws_level = working_set_level(level_bytes, usage, working_set)
         fresh = fresh_root if state.cgroup_dirs[index] == state.memory_root else None

@@ -31,7 +31,7 @@ import pytest
 
 from evictd.adapters.notifiers import MemcgThresholdNotifier, Notifier, PsiNotifier, Waiter, has_cap_sys_resource
 from evictd.adapters.psi_history import PressureHistory
-from evictd.adapters.sensors import MemcgNotifierSet
+from evictd.adapters.sensors import MemcgNotifierSet, Sensors
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import STATS_CATCH_UP_S, memcg_threshold_bytes
 from evictd.core.quantity import Quantity
@@ -723,10 +723,11 @@ def test_a_crossing_while_a_lower_level_is_being_registered_wakes_the_loop(memcg
         notifiers.update(figures(notifiers, summary_with(stats_for_level(usage, 40 * MI, 512 * MI), None)), now=1.0)
         assert in_hand.wait(LONG_WAIT_S)
         waiter.set_notifiers([notifiers])
-        assert waiter.wait(0.05) == [], "not crossed yet"
+        sensing = Sensors(waiter, notifiers, ())
+        assert sensing.wait(0.05) == [], "not crossed yet"
         child.do(f"alloc {64 * MI}")  # past the new level, 136 MiB short of the old one
         started = time.monotonic()
-        assert waiter.wait(LONG_WAIT_S) == ["memcg"]
+        assert sensing.wait(LONG_WAIT_S) == ["memcg"]
         assert time.monotonic() - started < MAX_WAKE_LATENCY_S
         assert notifiers.description == "hard memory eviction threshold (crossed while re-armed)"
         release.set()
@@ -760,10 +761,11 @@ def test_a_raised_level_is_read_in_its_place_once_the_old_one_fired(memcg_dir: P
         assert held.in_hand.wait(LONG_WAIT_S)
         assert notifiers.recheck_s == 0.002, "the old level is below usage: usage is read in the new one's place"
         waiter.set_notifiers([notifiers])
-        assert waiter.wait(0.05) == [], "not crossed yet"
+        sensing = Sensors(waiter, notifiers, ())
+        assert sensing.wait(0.05) == [], "not crossed yet"
         child.do(f"alloc {64 * MI}")  # past the new level
         started = time.monotonic()
-        assert waiter.wait(LONG_WAIT_S) == ["memcg"]
+        assert sensing.wait(LONG_WAIT_S) == ["memcg"]
         assert time.monotonic() - started < MAX_WAKE_LATENCY_S
         assert "hard memory eviction threshold (crossed while re-armed)" in notifiers.description.split(", ")
 
@@ -792,7 +794,8 @@ def test_a_crossing_the_next_cycle_does_not_see_is_read_until_the_statistics_sho
         notifiers.update(figures(notifiers, summary_with(stale, None)), now=1.0)
         assert notifiers.recheck_s == 0.002
         waiter.set_notifiers([notifiers])
-        assert waiter.wait(LONG_WAIT_S) == ["memcg"]
+        sensing = Sensors(waiter, notifiers, ())
+        assert sensing.wait(LONG_WAIT_S) == ["memcg"]
         assert notifiers.description == "hard memory eviction threshold (met once the kernel's statistics caught up)"
 
 
@@ -850,10 +853,11 @@ def test_a_threshold_met_on_the_fresh_inactive_file_is_read_until_the_statistics
         assert level.threshold_bytes == working_set_level, "armed without the cache memory.stat still counts"
         assert notifiers.recheck_s == 0.002
         waiter.set_notifiers([notifiers])
-        assert waiter.wait(0.05) == [], "memory.stat does not say met yet"
+        sensing = Sensors(waiter, notifiers, ())
+        assert sensing.wait(0.05) == [], "memory.stat does not say met yet"
         child.do(f"alloc {48 * MI}")  # memory.stat's working set passes the threshold
         started = time.monotonic()
-        assert waiter.wait(LONG_WAIT_S) == ["memcg"]
+        assert sensing.wait(LONG_WAIT_S) == ["memcg"]
         assert time.monotonic() - started < MAX_WAKE_LATENCY_S
         assert notifiers.description == "hard memory eviction threshold (met once the kernel's statistics caught up)"
         assert notifiers.recheck_s is None, "said once"
@@ -865,8 +869,9 @@ def test_the_statistics_are_read_for_a_bounded_time_and_not_at_all_without_a_fre
     with cached_set(memcg_dir, lambda: 0) as (notifiers, _, _):
         assert notifiers.update(figures(notifiers, summary_with(readings_short_of_the_threshold(memcg_dir, 32 * MI), None)), 0.0) == []
         waiter.set_notifiers([notifiers])
+        sensing = Sensors(waiter, notifiers, ())
         started = time.monotonic()
-        assert waiter.wait(STATS_CATCH_UP_S + 0.5) == []
+        assert sensing.wait(STATS_CATCH_UP_S + 0.5) == []
         assert time.monotonic() - started >= STATS_CATCH_UP_S
         assert notifiers.recheck_s is None, "the statistics never caught up: no reading past 2.5 s"
     with cached_set(memcg_dir) as (notifiers, _, _):
@@ -891,17 +896,18 @@ def test_page_cache_dropped_while_usage_rises_is_caught_by_the_approach_watch(me
         assert approach.threshold_bytes == usage + (level.threshold_bytes - usage) // 2
         assert approach.description == "hard memory eviction threshold: usage rose halfway"
         waiter.set_notifiers([notifiers])
+        sensing = Sensors(waiter, notifiers, ())
         child.do(f"alloc {80 * MI}")
         cached.unlink()  # 64 MiB of cache gone, usage still 16 MiB above where the level was armed
         child.do(f"alloc {200 * MI}")  # past the approach watch: the level is judged again
-        assert "memcg_rearm" in waiter.wait(LONG_WAIT_S) or notifiers.description.endswith("usage rose halfway")
+        assert "memcg_rearm" in sensing.wait(LONG_WAIT_S) or notifiers.description.endswith("usage rose halfway")
         wait_rearmed(notifiers)
         assert notifiers.levels[0].threshold_bytes < level.threshold_bytes - 56 * MI, "the cache left the level"
         child.do(f"alloc {136 * MI}")  # the working set is 416 MiB up: met
         causes: list[str] = []
         deadline = time.monotonic() + LONG_WAIT_S
         while "memcg" not in causes and time.monotonic() < deadline:
-            causes = waiter.wait(deadline - time.monotonic())
+            causes = sensing.wait(deadline - time.monotonic())
         assert "memcg" in causes, "the crossing woke the loop"
 
 

@@ -21,7 +21,7 @@ import os
 import select
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from evictd.core.errors import SampleError
 from evictd.core.psi import format_us, psi_trigger
@@ -53,17 +53,6 @@ class Notifier(Protocol):
     def consume(self) -> None: ...  # acknowledge a firing: the descriptor is not ready again until the next one
 
     def close(self) -> None: ...  # release the descriptor (and with it the kernel registration); idempotent
-
-
-@runtime_checkable
-class Rechecking(Protocol):
-    """A notifier that is sometimes blind (`MemcgNotifierSet` while the kernel registers a lower level): the Waiter
-    then polls at most `recheck_s` apart and asks `recheck` whether what it would have announced happened."""
-
-    @property
-    def recheck_s(self) -> float | None: ...  # None: not blind, the descriptor alone says it
-
-    def recheck(self) -> bool: ...  # True: it fired (its `cause` and `description` say what)
 
 
 def os_sample_error(path: str, exc: OSError) -> SampleError:
@@ -101,8 +90,8 @@ class Waiter:
     """Waits for the earliest of a deadline, a notifier firing, or `wake` (from a signal handler or thread)."""
 
     def __init__(self, monotonic: Callable[[], float]) -> None:
-        """`monotonic`: the loop's clock, which the deadlines of `wait` count by."""
-        self._monotonic = monotonic
+        """`monotonic`: the loop's clock (the sensors' deadlines count by it)."""
+        self.monotonic = monotonic
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._notifiers: tuple[Notifier, ...] = ()
         self._by_fd: dict[int, Notifier] = {}
@@ -143,9 +132,8 @@ class Waiter:
             os.write(self._write_fd, b"\0")
 
     def pending(self) -> bool:
-        """Whether the next `wait` would return at once: `wake` was called, or a notifier's event is ready (a blind
-        notifier's recheck is not run). Nothing is consumed. For a wait elsewhere on the loop (the node report's)
-        that a wake-up should end."""
+        """Whether the next `wait` would return at once: `wake` was called, or a notifier's event is ready. Nothing is
+        consumed. For a wait elsewhere on the loop (the node report's) that a wake-up should end."""
         self._check_open()
         for fd, revents in self._poll.poll(0):
             if fd == self._read_fd:
@@ -161,31 +149,14 @@ class Waiter:
         Returns ``[]`` on timeout, ``"signal"`` for `wake`, and each firing notifier's cause once
         (``"memcg"``, ``"psi"``). Fired events are consumed, so they are not reported twice. A signal
         whose handler does not call `wake` does not end the wait early (the poll is resumed).
-        With `notifiers` False only `wake` ends the wait early: the notifiers are neither polled nor rechecked,
-        and what fires meanwhile stays pending for the next wait that polls them.
+        With `notifiers` False only `wake` ends the wait early: the notifiers are not polled, and what fires
+        meanwhile stays pending for the next wait that polls them.
         Raises SampleError if consuming an event fails.
         """
         self._check_open()
-        deadline = self._monotonic() + timeout_s
-        if not notifiers:
-            while True:
-                left_ms = max(0, math.ceil(min((deadline - self._monotonic()) * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
-                if self._pipe_only.poll(left_ms):
-                    self._drain_pipe()
-                    return [Wake.SIGNAL]
-                if self._monotonic() >= deadline:
-                    return []
-        while True:
-            blind = [n for n in self._notifiers if isinstance(n, Rechecking) and n.recheck_s is not None]
-            left_s = max(0.0, deadline - self._monotonic())
-            step_s = min([left_s, *(n.recheck_s for n in blind if n.recheck_s is not None)])
-            timeout_ms = max(0, math.ceil(min(step_s * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
-            ready = self._poll.poll(timeout_ms)
-            if ready:
-                return self._fired(ready)
-            rechecked = [n.cause for n in blind if n.recheck()]
-            if rechecked or step_s >= left_s:
-                return list(dict.fromkeys(rechecked))
+        ready = (self._poll if notifiers else self._pipe_only).poll(
+            max(0, math.ceil(min(timeout_s * _MS_PER_S, MAX_POLL_TIMEOUT_MS))))
+        return self._fired(ready) if ready else []
 
     def _fired(self, ready: list[tuple[int, int]]) -> list[str]:
         causes: list[str] = []

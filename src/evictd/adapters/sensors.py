@@ -622,7 +622,8 @@ def count_watch(reading: Reading, interval_s: float, *, monotonic: Callable[[], 
 
 
 class Sensors:
-    """Every sensor between cycles, carrying out a `Plan`'s `Arming` (`arm`) and kept in the Waiter's poll set."""
+    """Every sensor between cycles: arms them as a `Plan` says (`arm`) and waits on them (`wait`, the loop's
+    Waiter), reading in the kernel's place when the memcg model says (`recheck_s`)."""
 
     def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier],
                  memory_watch: MemoryWatch | None = None, refault_watch: RefaultWatch | None = None,
@@ -649,6 +650,27 @@ class Sensors:
         if wanted != self.waiter.notifiers:
             self.waiter.set_notifiers(wanted)
         return failures
+
+    def wait(self, timeout_s: float, *, notifiers: bool = True) -> list[str]:
+        """`Waiter.wait`, in steps of the memcg model's `recheck_s` while it wants figures read in the kernel's place
+        (`MemcgNotifierSet.recheck` between steps: a crossing read there ends the wait as its firing would)."""
+        deadline = self.waiter.monotonic() + timeout_s
+        while True:
+            recheck_s = self.memcg.recheck_s if self.memcg is not None and notifiers else None
+            left_s = max(0.0, deadline - self.waiter.monotonic())
+            causes = self.waiter.wait(left_s if recheck_s is None else min(left_s, recheck_s), notifiers=notifiers)
+            if causes or recheck_s is None or self.memcg is None:
+                return causes
+            if self.memcg.recheck():
+                return [self.memcg.cause]
+            if recheck_s >= left_s:
+                return []
+
+    def wake(self) -> None:
+        self.waiter.wake()
+
+    def close(self) -> None:
+        self.waiter.close()
 
     @property
     def armed(self) -> frozenset[str]:

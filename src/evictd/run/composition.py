@@ -461,7 +461,7 @@ def build_daemon(
                         state_file=state_file, link=link, notifiers=notifiers, start_state=start_state,
                         health=health)
     return Daemon(manager, LoopSettings(settings.housekeeping_interval_s, basics.node_name, reported_only, max_cycles),
-                  Wakeups(basics.waiter, basics.stop, basics.clock), Reporting(basics.metrics, health, log), hooks,
+                  Wakeups(notifiers, basics.stop, basics.clock), Reporting(basics.metrics, health, log), hooks,
                   build_parts(basics, cluster, link, stats, health, serve_http))
 
 

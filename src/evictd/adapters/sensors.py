@@ -35,39 +35,12 @@ from evictd.adapters.notifiers import (
     Waiter,
     os_sample_error,
 )
+from evictd.core import wake
 from evictd.core.errors import SampleError
 from evictd.core.memcg import armed_inactive_file
 from evictd.core.signals import Reading, spec_of
 from evictd.core.thresholds import Threshold
-from evictd.core.wake import (
-    ASSUMED_FILL_BYTES_PER_S,
-    REFAULT_LOOK_S,
-    STEADY_MAX_PERIOD_S,
-    WATCHES,
-    Arming,
-    Figures,
-    Firing,
-    LookHistory,
-    MemcgState,
-    MemoryFigures,
-    Registration,
-    Target,
-    Wake,
-    Watch,
-    WatchedRefault,
-    WatchTarget,
-    look,
-    memcg_after_cycle,
-    memcg_fired,
-    memcg_installed,
-    memcg_may_change_decision,
-    memcg_rechecked,
-    memcg_registered,
-    memory_look,
-    notifier_description,
-    refault_look,
-    steady_max_period_s,
-)
+from evictd.core.wake import Wake, Watch
 
 # On v2, a look's cost is measured over this many looks at a time: about two 10 ms ticks of a tick-accounting kernel.
 LOOK_COST_WINDOW = 32
@@ -179,7 +152,7 @@ class MemoryWatch(WatchThread):
     cause = Wake.MEMORY_WATCH
 
     def __init__(self, cgroups: CgroupReader, interval_s: float, *,
-                 monotonic: Callable[[], float], fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S,
+                 monotonic: Callable[[], float], fill_bytes_per_s: int = wake.ASSUMED_FILL_BYTES_PER_S,
                  look_budget: bool = False,
                  thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
         super().__init__("memory watch", "evictd-memory-watch")
@@ -188,7 +161,7 @@ class MemoryWatch(WatchThread):
         self._monotonic = monotonic
         self.fill_bytes_per_s = fill_bytes_per_s  # the fastest fill the looks are paced for
         # The thread's own: what the looks saw of each target; the arming whose held targets a look released.
-        self._histories: dict[WatchTarget, LookHistory] = {}
+        self._histories: dict[wake.WatchTarget, wake.LookHistory] = {}
         self._released: int | None = None
         # v2's `look_budget`: the steady cap follows the CPU per look over a window (start CPU, looks; None: idle).
         self.look_budget = look_budget
@@ -197,7 +170,7 @@ class MemoryWatch(WatchThread):
         self._look_cost_window = look_cost_window
         self.look_cpu_s: float | None = None
 
-    def arm(self, targets: Sequence[WatchTarget], now: float, *, held: Sequence[WatchTarget] = ()) -> None:
+    def arm(self, targets: Sequence[wake.WatchTarget], now: float, *, held: Sequence[wake.WatchTarget] = ()) -> None:
         """Watch `targets` from `now` (monotonic seconds, when the cycle that computed them began), once none of
         `held` is met any more."""
         self._arm((tuple(targets), tuple(held), now), bool(targets))
@@ -211,7 +184,7 @@ class MemoryWatch(WatchThread):
         taken over `LOOK_COST_WINDOW` looks at a time, smoothed by an eighth (a tick-accounting kernel charges whole
         ticks); the fixed cap on v1."""
         if not self.look_budget:
-            return STEADY_MAX_PERIOD_S
+            return wake.STEADY_MAX_PERIOD_S
         cpu = self._thread_cpu()
         if self._cost_window is None:
             self._cost_window = (cpu, 0)
@@ -224,9 +197,9 @@ class MemoryWatch(WatchThread):
                 spent = (cpu - start) / looks
                 self.look_cpu_s = spent if self.look_cpu_s is None else self.look_cpu_s + (spent - self.look_cpu_s) / 8
                 self._cost_window = (cpu, 0)
-        return steady_max_period_s(self.look_cpu_s)
+        return wake.steady_max_period_s(self.look_cpu_s)
 
-    def _look(self, armed: tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...], float],
+    def _look(self, armed: tuple[tuple[wake.WatchTarget, ...], tuple[wake.WatchTarget, ...], float],
               generation: int) -> float | None:
         """Read each target's cgroup once; signal the eventfd and return None when `look` finds one met, else the
         next period."""
@@ -243,7 +216,7 @@ class MemoryWatch(WatchThread):
                 continue  # the cycle reports the unreadable source
             self.looks += 1
         now = self._monotonic()
-        found = memory_look(self._histories, targets, working_sets, now, self._interval_s - (now - armed_at),
+        found = wake.memory_look(self._histories, targets, working_sets, now, self._interval_s - (now - armed_at),
                      fill_bytes_per_s=self.fill_bytes_per_s, held=held, steady_max_s=steady_max_s)
         if found.released:
             self._released = generation
@@ -260,13 +233,13 @@ class RefaultWatch(WatchThread):
     cause = Wake.REFAULT_WATCH
 
     def __init__(self, *, gated: bool, monotonic: Callable[[], float], proc_root: str = "/proc",
-                 look_s: float = REFAULT_LOOK_S) -> None:
+                 look_s: float = wake.REFAULT_LOOK_S) -> None:
         super().__init__("refault watch", "evictd-refault-watch")
         self._gated = gated
         self._proc_root = proc_root
         self._monotonic = monotonic
         self._look_s = look_s
-        self._watched = WatchedRefault()  # the thread's own readings, kept across armings
+        self._watched = wake.WatchedRefault()  # the thread's own readings, kept across armings
 
     def arm(self, shares: Sequence[int], memory_bytes: int | None) -> None:
         """Watch for the lowest of `shares` (basis points refaulted within the window) of `memory_bytes`."""
@@ -280,10 +253,10 @@ class RefaultWatch(WatchThread):
         except SampleError:
             counts = None
         self.looks += 1
-        self._watched, wake = refault_look(self._watched, None if counts is None else counts.refault_file_bytes,
+        self._watched, woke = wake.refault_look(self._watched, None if counts is None else counts.refault_file_bytes,
                                    None if counts is None else counts.global_scan_pages, self._monotonic(),
                                    memory_bytes, shares, gated=self._gated)
-        if wake:
+        if woke:
             self._signal_loop()
             return None
         return self._look_s
@@ -310,7 +283,7 @@ class MemcgNotifierSet:
         `evictd.core.memcg.armed_inactive_file`)."""
         self.thresholds = tuple(t for t in thresholds if spec_of(t.signal).memcg_watched)
         pods_dir = os.path.join(memory_root, pods_cgroup.strip("/"))
-        self._model = MemcgState.of(
+        self._model = wake.MemcgState.of(
             self.thresholds, [pods_dir if spec_of(t.signal).reading is Reading.PODS_MEMORY else memory_root
                               for t in self.thresholds], memory_root)
         self.fresh_inactive_file = fresh_inactive_file  # None: memory.stat's figure alone
@@ -321,9 +294,9 @@ class MemcgNotifierSet:
         # Each registered eventfd's threshold index, which notifier of it, and the notifier.
         self._by_fd: dict[int, tuple[int, Watch, MemcgThresholdNotifier]] = {}
         self._lock = threading.Lock()  # the model, the slots, `_by_fd` and the epoll set: the loop's and the thread's
-        self._jobs: queue.SimpleQueue[Registration | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[wake.Registration | None] = queue.SimpleQueue()
         # The places with a registration in the thread's hands, each with the newer one asked for meanwhile.
-        self._pending: dict[tuple[int, Watch], Registration | None] = {}
+        self._pending: dict[tuple[int, Watch], wake.Registration | None] = {}
         self._failures: list[NotifierFailure] = []
         self.cause = Wake.MEMCG
         self.description = "memory eviction thresholds"
@@ -384,19 +357,19 @@ class MemcgNotifierSet:
         figures = self._read_figures(self._model.cgroup_dirs[index] for index, _, _ in fired)
         now = self._monotonic()
         with self._lock:
-            firings = [Firing(index, watch, watch is Watch.LEVEL and notifier is self._slots[Watch.LEVEL][index])
+            firings = [wake.Firing(index, watch, watch is Watch.LEVEL and notifier is self._slots[Watch.LEVEL][index])
                        for index, watch, notifier in fired]
-            self._model, needing, registrations = memcg_fired(self._model, firings, figures, now)
+            self._model, needing, registrations = wake.memcg_fired(self._model, firings, figures, now)
         self.cause = Wake.MEMCG if any(needing) or not fired else Wake.MEMCG_REARM
         named = [notifier for (_, _, notifier), needs in zip(fired, needing, strict=True) if needs] or \
             [notifier for _, _, notifier in fired]
         self.description = ", ".join(notifier.description for notifier in named)
         self._submit(registrations)
 
-    def _read_figures(self, folders: Iterable[str]) -> dict[str, Figures | None]:
+    def _read_figures(self, folders: Iterable[str]) -> dict[str, wake.Figures | None]:
         """Usage and the inactive file to arm with (`armed_inactive_file`: the root's fresh figure when lower) of
         each folder, read once each; None where a read failed."""
-        figures: dict[str, Figures | None] = {}
+        figures: dict[str, wake.Figures | None] = {}
         for folder in folders:
             if folder in figures:
                 continue
@@ -436,7 +409,7 @@ class MemcgNotifierSet:
                         for index, reading in closely.items()]
         now = self._monotonic()
         with self._lock:
-            self._model, crossed = memcg_rechecked(self._model, unwatched_read, closely_read, now)
+            self._model, crossed = wake.memcg_rechecked(self._model, unwatched_read, closely_read, now)
         if crossed:
             self.cause = Wake.MEMCG
             self.description = ", ".join(crossed)
@@ -450,7 +423,7 @@ class MemcgNotifierSet:
             return None  # the registration under way reports what is wrong with the folder
 
     @staticmethod
-    def _settled(folder: str) -> Figures | None:
+    def _settled(folder: str) -> wake.Figures | None:
         try:
             return v1_settled_usage_and_inactive_file(folder)
         except SampleError:
@@ -463,9 +436,10 @@ class MemcgNotifierSet:
             folders = self._model.known_folders
         figures = self._read_figures(folders)
         with self._lock:
-            return memcg_may_change_decision(self._model, figures)
+            return wake.memcg_may_change_decision(self._model, figures)
 
-    def update(self, figures: Mapping[Threshold, MemoryFigures | SampleError], now: float) -> list[NotifierFailure]:
+    def update(self, figures: Mapping[Threshold, wake.MemoryFigures | SampleError], now: float
+               ) -> list[NotifierFailure]:
         """Follow the `figures` of a cycle that began at `now` (monotonic seconds; `memcg_after_cycle`) and return
         the notifiers that failed: those whose figures give no level (at a refresh), the first arming's
         registrations (made here and now), and the thread's since the last call."""
@@ -473,7 +447,7 @@ class MemcgNotifierSet:
             errors, self._failures = self._failures, []
         fresh_root = self._fresh_root_inactive() if self._model.watches_root else None
         with self._lock:
-            self._model, followed = memcg_after_cycle(self._model, figures, fresh_root, cycle_at=now,
+            self._model, followed = wake.memcg_after_cycle(self._model, figures, fresh_root, cycle_at=now,
                                                       now=self._monotonic())
         errors += [NotifierFailure(self.thresholds[index], Watch.LEVEL, exc) for index, exc in followed.unreadable]
         if followed.at_once:
@@ -483,7 +457,7 @@ class MemcgNotifierSet:
             self._submit(followed.registrations)
         return errors
 
-    def _arm(self, registration: Registration) -> NotifierFailure | None:
+    def _arm(self, registration: wake.Registration) -> NotifierFailure | None:
         """Register what `registration` asks for and put it in its place (a watch at a level <= 0, or beside no
         level: none); return the failure, after which the place is empty. Any thread."""
         index, watch, level = registration.index, registration.watch, registration.level
@@ -493,7 +467,7 @@ class MemcgNotifierSet:
         if watch is Watch.LEVEL or not (level <= 0 or no_level):
             try:
                 new = MemcgThresholdNotifier(
-                    self._model.cgroup_dirs[index], level, notifier_description(self.thresholds[index], watch),
+                    self._model.cgroup_dirs[index], level, wake.notifier_description(self.thresholds[index], watch),
                     cause=Wake.MEMCG if watch is Watch.LEVEL else Wake.MEMCG_REARM,
                     usage_seen=registration.usage_bytes)
             except SampleError as exc:
@@ -513,7 +487,7 @@ class MemcgNotifierSet:
                 return False
             slots = self._slots[watch]
             old, slots[index] = slots[index], new
-            self._model = memcg_installed(self._model, index, watch, None if new is None else new.threshold_bytes)
+            self._model = wake.memcg_installed(self._model, index, watch, None if new is None else new.threshold_bytes)
             if new is not None:
                 self._by_fd[new.fileno()] = (index, watch, new)
                 self._epoll.register(new.fileno(), select.EPOLLIN)
@@ -522,7 +496,7 @@ class MemcgNotifierSet:
                 old.close()  # closing the eventfd also takes it out of the epoll set
             return True
 
-    def _submit(self, registrations: Iterable[Registration]) -> None:
+    def _submit(self, registrations: Iterable[wake.Registration]) -> None:
         """Hand `registrations` to the thread, one at a time per place: the newest asked for while one is in hand
         follows it (dropping it would leave the place armed from older figures until the next cycle, an hour away
         maybe)."""
@@ -546,7 +520,7 @@ class MemcgNotifierSet:
                     self._jobs.put(newer)
                 elif registration.watch is Watch.LEVEL:
                     # The kernel watches the newest level now.
-                    self._model = memcg_registered(self._model, registration.index)
+                    self._model = wake.memcg_registered(self._model, registration.index)
                 if failure is not None:
                     self._failures.append(failure)
 
@@ -577,7 +551,7 @@ class CountWatch(WatchThread):
     def __init__(self, reading: Reading, interval_s: float, read: Callable[[], int], *,
                  monotonic: Callable[[], float]) -> None:
         self.reading = reading
-        self._row = WATCHES[reading]
+        self._row = wake.WATCHES[reading]
         self.cause = self._row.cause
         name = self.cause.replace("_", " ")
         super().__init__(name, f"evictd-{name.replace(' ', '-')}")
@@ -586,15 +560,15 @@ class CountWatch(WatchThread):
         self._monotonic = monotonic
         self._last_read: tuple[int, int] | None = None  # the arming a look read a count for, and that count
 
-    def arm(self, targets: Sequence[Target], used: int, now: float) -> None:
+    def arm(self, targets: Sequence[wake.Target], used: int, now: float) -> None:
         """Watch `targets` from `now` (when the cycle that computed them began), `used` as the cycle saw; no look at
         all when none could come before the tick at that count."""
         targets = tuple(targets)
         until_tick_s = self._interval_s - (self._monotonic() - now)
-        near = bool(targets) and look(self._row, targets, used, until_tick_s).period_s is not None
+        near = bool(targets) and wake.look(self._row, targets, used, until_tick_s).period_s is not None
         self._arm((targets, used, now), near)
 
-    def _look(self, armed: tuple[tuple[Target, ...], int, float], generation: int) -> float | None:
+    def _look(self, armed: tuple[tuple[wake.Target, ...], int, float], generation: int) -> float | None:
         targets, cycle_used, armed_at = armed
         self.looks += 1
         try:
@@ -604,7 +578,7 @@ class CountWatch(WatchThread):
             used = last[1] if last is not None and last[0] == generation else cycle_used
         self._last_read = (generation, used)
         now = self._monotonic()
-        found = look(self._row, targets, used, self._interval_s - (now - armed_at))
+        found = wake.look(self._row, targets, used, self._interval_s - (now - armed_at))
         if found.met is not None:
             self.description = found.met.description
             self._signal_loop()
@@ -635,7 +609,7 @@ class Sensors:
         self.refault_watch = refault_watch
         self.counts = tuple(counts)
 
-    def arm(self, arming: Arming) -> list[NotifierFailure]:
+    def arm(self, arming: wake.Arming) -> list[NotifierFailure]:
         """Arm every sensor as `arming` says and keep them all in the Waiter; return the memcg notifiers that failed
         (`MemcgNotifierSet.update`)."""
         failures = [] if self.memcg is None or arming.memcg is None else self.memcg.update(arming.memcg, arming.at)

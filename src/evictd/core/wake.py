@@ -21,30 +21,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 
+from evictd.core import memcg
 from evictd.core.engine import Assessment
 from evictd.core.errors import SampleError
-from evictd.core.memcg import (
-    CLOSE_READING_S,
-    STATS_CATCH_UP_S,
-    approach_watch_level,
-    approach_watch_stale,
-    armed_inactive_file,
-    close_reading_until,
-    close_reading_wanted,
-    drop_watch_stale,
-    drop_watch_wanted,
-    firing_needs_cycle,
-    level_from,
-    level_moved,
-    level_unwatched_until_registered,
-    memcg_notifier_description,
-    memcg_threshold_bytes,
-    memory_stats_for,
-    notifier_refresh_due,
-    stats_behind,
-    working_set_from,
-    working_set_level,
-)
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S, window_follow_up_wanted
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.refault import RefaultSample, memory_capacity_bytes, next_samples, refault_figure
@@ -573,17 +552,17 @@ def arming(at: float, thresholds: Sequence[Threshold], summary: Summary | None,
         signal = next((s for s in observations if spec_of(s).reading is reading), None)
         if row.counted and signal is not None:
             counts[reading] = (watch_targets(thresholds, signal, observations[signal]), used_seen(observations[signal]))
-    memcg: dict[Threshold, MemoryFigures | SampleError] = {}
+    levels: dict[Threshold, MemoryFigures | SampleError] = {}
     pods = SYSTEM_CONTAINER_PODS in summary.node.system_containers
     for threshold in thresholds:
         spec = spec_of(threshold.signal)
         if spec.memcg_watched and (pods or spec.reading is not Reading.PODS_MEMORY):
             try:
-                memcg[threshold] = memory_stats_for(threshold, summary)
+                levels[threshold] = memcg.memory_stats_for(threshold, summary)
             except SampleError as exc:
-                memcg[threshold] = exc
+                levels[threshold] = exc
     return Arming(at, memory, held, watched_shares(thresholds, observations.get(Signal.MEMORY_REFAULT)),
-                  memory_capacity_bytes(summary.node.memory), counts, memcg)
+                  memory_capacity_bytes(summary.node.memory), counts, levels)
 
 
 # cgroup v1's memcg notifiers: `MemcgState` and its `memcg_*` transitions (arithmetic: `evictd.core.memcg`).
@@ -609,7 +588,7 @@ _WATCH_SUFFIXES = {Watch.LEVEL: "", Watch.DROP: ": usage fell", Watch.APPROACH: 
 
 def notifier_description(threshold: Threshold, watch: Watch) -> str:
     """Return what the notifier `watch` of `threshold` is called in logs."""
-    return memcg_notifier_description(threshold) + _WATCH_SUFFIXES[watch]
+    return memcg.memcg_notifier_description(threshold) + _WATCH_SUFFIXES[watch]
 
 
 @dataclass(frozen=True, slots=True)
@@ -720,7 +699,7 @@ def memcg_after_cycle(state: MemcgState, figures: Mapping[Threshold, MemoryFigur
     a step and its watches when stale (a met threshold has neither). Unreadable readings are reported at a refresh
     only; a threshold left without a level by a failed registration waits for the next refresh."""
     first = state.last_refresh_at is None
-    due = notifier_refresh_due(state.last_refresh_at, cycle_at)
+    due = memcg.notifier_refresh_due(state.last_refresh_at, cycle_at)
     levels, met = list(state.working_set_levels), list(state.met)
     closely, crossed_at = dict(state.read_closely), dict(state.crossed_at)
     unwatched = dict(state.unwatched)
@@ -733,30 +712,30 @@ def memcg_after_cycle(state: MemcgState, figures: Mapping[Threshold, MemoryFigur
         if not isinstance(read, tuple):
             continue
         available, working_set, usage = read
-        level_bytes = memcg_threshold_bytes(threshold, available, working_set, usage)
-        levels[index] = ws_level = working_set_level(level_bytes, usage, working_set)
+        level_bytes = memcg.memcg_threshold_bytes(threshold, available, working_set, usage)
+        levels[index] = ws_level = memcg.working_set_level(level_bytes, usage, working_set)
         fresh = fresh_root if state.cgroup_dirs[index] == state.memory_root else None
         met[index] = usage >= level_bytes  # what the decision saw: memory.stat's figure
         since = crossed_at.get(index)
-        until = close_reading_until(now, met=met[index], behind=stats_behind(ws_level, usage, usage - working_set,
-                                                                             fresh), crossed_at=since)
-        if since is not None and close_reading_until(now, met=met[index], behind=False, crossed_at=since) is None:
+        behind = memcg.stats_behind(ws_level, usage, usage - working_set, fresh)
+        until = memcg.close_reading_until(now, met=met[index], behind=behind, crossed_at=since)
+        if since is not None and memcg.close_reading_until(now, met=met[index], behind=False, crossed_at=since) is None:
             del crossed_at[index]  # met since, or too long ago to matter
         under_way = closely.get(index)
         if until is not None and (under_way is None or under_way.every_s > UNWATCHED_RECHECK_S):
             closely[index] = CloseReading(until, "met once the kernel's statistics caught up", UNWATCHED_RECHECK_S)
         elif met[index]:
             closely.pop(index, None)
-        level = level_from(ws_level, usage, armed_inactive_file(usage - working_set, fresh))
+        level = memcg.level_from(ws_level, usage, memcg.armed_inactive_file(usage - working_set, fresh))
         if first:
             registrations += [Registration(index, Watch.LEVEL, level, usage),
-                              Registration(index, Watch.DROP, drop_watch_wanted(level, usage), usage),
-                              Registration(index, Watch.APPROACH, approach_watch_level(level, usage), usage)]
+                              Registration(index, Watch.DROP, memcg.drop_watch_wanted(level, usage), usage),
+                              Registration(index, Watch.APPROACH, memcg.approach_watch_level(level, usage), usage)]
             continue
         armed = state.armed[Watch.LEVEL][index]
         if not due and armed is None:
             continue
-        if due or (armed is not None and level_moved(armed, level)):
+        if due or (armed is not None and memcg.level_moved(armed, level)):
             registrations.append(_asked(unwatched, Registration(index, Watch.LEVEL, level, usage), armed,
                                         met[index]))
         registrations += _stale_watches(state, index, level, usage, due=due)
@@ -768,7 +747,7 @@ def memcg_after_cycle(state: MemcgState, figures: Mapping[Threshold, MemoryFigur
 
 def _asked(unwatched: dict[int, int], registration: Registration, armed: int | None, met: bool) -> Registration:
     """Note in `unwatched` a level asked for that the kernel will not watch until it is registered."""
-    if level_unwatched_until_registered(registration.level, registration.usage_bytes, armed, met):
+    if memcg.level_unwatched_until_registered(registration.level, registration.usage_bytes, armed, met):
         unwatched[registration.index] = registration.level
     else:
         unwatched.pop(registration.index, None)
@@ -778,10 +757,10 @@ def _asked(unwatched: dict[int, int], registration: Registration, armed: int | N
 def _stale_watches(state: MemcgState, index: int, level: int, usage: int, *, due: bool) -> list[Registration]:
     """The drop and approach watches of threshold `index` beside `level` where they are stale (all when `due`)."""
     stale = []
-    if due or drop_watch_stale(state.armed[Watch.DROP][index], level, usage):
-        stale.append(Registration(index, Watch.DROP, drop_watch_wanted(level, usage), usage))
-    if due or approach_watch_stale(state.armed[Watch.APPROACH][index], level, usage):
-        stale.append(Registration(index, Watch.APPROACH, approach_watch_level(level, usage), usage))
+    if due or memcg.drop_watch_stale(state.armed[Watch.DROP][index], level, usage):
+        stale.append(Registration(index, Watch.DROP, memcg.drop_watch_wanted(level, usage), usage))
+    if due or memcg.approach_watch_stale(state.armed[Watch.APPROACH][index], level, usage):
+        stale.append(Registration(index, Watch.APPROACH, memcg.approach_watch_level(level, usage), usage))
     return stale
 
 
@@ -791,9 +770,9 @@ def _needs_cycle(state: MemcgState, index: int, watch: Watch, figures: Mapping[s
     read = figures.get(state.cgroup_dirs[index])
     if working_set_level_bytes is None or read is None:
         return True
-    return firing_needs_cycle(state.met[index], drop_watch=watch is not Watch.LEVEL,
+    return memcg.firing_needs_cycle(state.met[index], drop_watch=watch is not Watch.LEVEL,
                               working_set_level_bytes=working_set_level_bytes,
-                              working_set_bytes=working_set_from(*read))
+                              working_set_bytes=memcg.working_set_from(*read))
 
 
 def memcg_fired(state: MemcgState, fired: Sequence[Firing], figures: Mapping[str, Figures | None], now: float
@@ -807,11 +786,11 @@ def memcg_fired(state: MemcgState, fired: Sequence[Firing], figures: Mapping[str
     for firing, needs in zip(fired, needing, strict=True):
         index = firing.index
         read, ws_level = figures.get(state.cgroup_dirs[index]), state.working_set_levels[index]
-        near = read is not None and ws_level is not None and close_reading_wanted(state.met[index], ws_level,
-                                                                                  working_set_from(*read))
+        near = read is not None and ws_level is not None and memcg.close_reading_wanted(state.met[index], ws_level,
+                                                                                  memcg.working_set_from(*read))
         if firing.watch is not Watch.LEVEL or not needs:
-            for_s, every_s = ((CLOSE_READING_S, UNWATCHED_RECHECK_S) if firing.watch is not Watch.LEVEL
-                              else (STATS_CATCH_UP_S, LEVEL_CLOSE_READING_EVERY_S))
+            for_s, every_s = ((memcg.CLOSE_READING_S, UNWATCHED_RECHECK_S) if firing.watch is not Watch.LEVEL
+                              else (memcg.STATS_CATCH_UP_S, LEVEL_CLOSE_READING_EVERY_S))
             if near:
                 until, under_way = now + for_s, closely.get(index)
                 if under_way is not None and under_way.every_s < every_s:
@@ -837,9 +816,9 @@ def _rearmed(state: MemcgState, unwatched: dict[int, int], firing: Firing, read:
     if read is None or ws_level is None:
         return []
     usage, inactive_file = read
-    level = level_from(ws_level, usage, inactive_file)
+    level = memcg.level_from(ws_level, usage, inactive_file)
     registrations = []
-    if armed is not None and (firing.is_armed_level or (level < armed and level_moved(armed, level))):
+    if armed is not None and (firing.is_armed_level or (level < armed and memcg.level_moved(armed, level))):
         registrations.append(_asked(unwatched, Registration(firing.index, Watch.LEVEL, level, usage), armed,
                                     state.met[firing.index]))
     return registrations + _stale_watches(state, firing.index, level, usage, due=False)
@@ -851,16 +830,16 @@ def memcg_rechecked(state: MemcgState, unwatched: Sequence[tuple[int, int, int |
     """Judge the reads in the kernel's place at `now`: each `(index, level, usage)` of a level being registered and
     each `(index, close reading, figures)` (None: unreadable, not met). Return the descriptions of the thresholds
     crossed (a cycle is due); a close reading ends when met or when its time is up."""
-    crossed = [f"{memcg_notifier_description(state.thresholds[index])} (crossed while re-armed)"
+    crossed = [f"{memcg.memcg_notifier_description(state.thresholds[index])} (crossed while re-armed)"
                for index, level, usage in unwatched if usage is not None and usage >= level]
     kept = dict(state.read_closely)
     for index, reading, read in closely:
         ws_level = state.working_set_levels[index]
-        met = read is not None and ws_level is not None and working_set_from(*read) >= ws_level
+        met = read is not None and ws_level is not None and memcg.working_set_from(*read) >= ws_level
         if met or now >= reading.until:
             kept.pop(index, None)
         if met:
-            crossed.append(f"{memcg_notifier_description(state.thresholds[index])} ({reading.why})")
+            crossed.append(f"{memcg.memcg_notifier_description(state.thresholds[index])} ({reading.why})")
     return replace(state, read_closely=kept), crossed
 
 

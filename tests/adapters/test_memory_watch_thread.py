@@ -14,8 +14,8 @@ import pytest
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.notifiers import Waiter
 from evictd.adapters.sensors import MemoryWatch
-from evictd.core.signals import Reading, Signal
-from evictd.core.wake import MIN_PERIOD_S, STEADY_MAX_PERIOD_S, Wake, WatchTarget, steady_max_period_s
+from evictd.core.signals import Reading
+from evictd.core.wake import MIN_PERIOD_S, STEADY_MAX_PERIOD_S, Target, Wake, steady_max_period_s
 
 MI = 1 << 20
 
@@ -34,8 +34,8 @@ def write(path: Path, text: str) -> None:
     path.with_suffix(".new").replace(path)
 
 
-def target(met_below: int) -> WatchTarget:
-    return WatchTarget(Signal.ALLOCATABLE_MEMORY_AVAILABLE, Reading.PODS_MEMORY, 512 * MI, met_below,
+def target(met_below: int) -> Target:
+    return Target(Reading.PODS_MEMORY, 512 * MI, met_below,
                        "hard allocatableMemory.available threshold")
 
 

@@ -19,7 +19,7 @@ from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
 from evictd.core.wake import Target, Wake, arming
 
 PID_MAX = 2048
-NEAR = Target(PID_MAX, 512, "hard pid.available threshold")  # met from 1537 tasks
+NEAR = Target(Reading.PIDS, PID_MAX, 512, "hard pid.available threshold")  # met from 1537 tasks
 
 
 def loadavg(proc: Path, tasks: int) -> None:

@@ -22,7 +22,7 @@ from evictd.core.wake import (
     STEADY_WINDOW_S,
     V1_BACKSTOP_FILL_BYTES_PER_S,
     LookHistory,
-    WatchTarget,
+    Target,
     look_history,
     steady_max_period_s,
     watch_period_s,
@@ -49,7 +49,7 @@ def summary(node_available: int, node_working_set: int, pods: tuple[int, int] | 
                                   system_containers=containers))
 
 
-def watch_targets(thresholds: list[Threshold], summary: Summary) -> tuple[WatchTarget, ...]:
+def watch_targets(thresholds: list[Threshold], summary: Summary) -> tuple[Target, ...]:
     """The targets `watch_plan` hands the watch at once: none while a hard memory threshold is held met."""
     targets, held = watch_plan(thresholds, summary)
     return () if held else targets
@@ -60,9 +60,9 @@ def test_each_unmet_memory_threshold_is_watched_in_the_cgroup_its_signal_is_read
                   threshold("10%", Signal.NODEFS_AVAILABLE)]
     targets = watch_targets(thresholds, summary(3 * GI, 1 * GI, pods=(1 * GI, 512 * MI)))
 
-    assert [(t.signal, t.reading, t.capacity_bytes, t.met_below_bytes, t.description) for t in targets] == [
-        (Signal.MEMORY_AVAILABLE, N, 4 * GI, 100 * MI, "hard memory.available threshold"),
-        (Signal.ALLOCATABLE_MEMORY_AVAILABLE, P, 1 * GI + 512 * MI, 200 * MI,
+    assert [(t.reading, t.capacity, t.met_below, t.description) for t in targets] == [
+        (N, 4 * GI, 100 * MI, "hard memory.available threshold"),
+        (P, 1 * GI + 512 * MI, 200 * MI,
          "soft allocatableMemory.available threshold"),
     ]
 
@@ -74,8 +74,8 @@ def test_a_threshold_met_in_the_cycle_or_without_an_observation_is_not_watched()
     assert watch_targets([met, allocatable], summary(100 * MI - 1, 1 * GI)) == ()
     # Exactly at the quantity is not met (available < quantity): watched, one byte from a crossing.
     (target,) = watch_targets([met], summary(100 * MI, 1 * GI))
-    assert target.margin_bytes(1 * GI) == 1
-    assert target.margin_bytes(1 * GI + 1) == 0
+    assert target.margin(1 * GI) == 1
+    assert target.margin(1 * GI + 1) == 0
 
 
 def test_nothing_is_watched_while_a_hard_memory_threshold_is_met_and_the_hard_ones_are_while_a_soft_one_is() -> None:
@@ -87,8 +87,7 @@ def test_nothing_is_watched_while_a_hard_memory_threshold_is_met_and_the_hard_on
     assert watch_targets([hard, copy, soft], node_short) == ()
     # Only the soft threshold met (its grace period running): the hard crossing still wakes the loop at once.
     soft_only = summary(1 * GI + 20 * MI, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
-    assert [t.signal for t in watch_targets([hard, copy, soft], soft_only)] == [
-        Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE]
+    assert [t.reading for t in watch_targets([hard, copy, soft], soft_only)] == [N, P]
 
 
 def test_while_a_hard_threshold_is_met_its_release_is_awaited_then_every_threshold_not_met_is_watched() -> None:
@@ -96,10 +95,10 @@ def test_while_a_hard_threshold_is_met_its_release_is_awaited_then_every_thresho
     soft = threshold("2Gi", grace_period_s=90)
     node_short = summary(1 * GI - 1, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
     targets, held = watch_plan([hard, copy, soft], node_short)
-    assert [t.signal for t in held] == [Signal.MEMORY_AVAILABLE]
+    assert [t.reading for t in held] == [N]
     # Once released: the held threshold first, then the copy not met; the soft one met in the cycle is not watched.
-    assert [t.signal for t in targets] == [Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE]
-    assert held[0].margin_bytes(3 * GI) <= 0
+    assert [t.reading for t in targets] == [N, P]
+    assert held[0].margin(3 * GI) <= 0
     # No hard threshold met: nothing held.
     soft_only = summary(1 * GI + 20 * MI, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
     assert watch_plan([hard, copy, soft], soft_only)[1] == ()
@@ -108,8 +107,8 @@ def test_while_a_hard_threshold_is_met_its_release_is_awaited_then_every_thresho
 def test_a_percentage_is_taken_of_the_capacity_the_cycle_saw() -> None:
     (target,) = watch_targets([threshold("10%")], summary(9 * GI, 1 * GI))
     # float32 10% of 10Gi, truncated, as the kubelet's GetThresholdQuantity.
-    assert target.met_below_bytes == GI + 16
-    assert target.margin_bytes(1 * GI) == 8 * GI - 16 + 1
+    assert target.met_below == GI + 16
+    assert target.margin(1 * GI) == 8 * GI - 16 + 1
 
 
 def test_far_from_the_threshold_there_is_no_look_before_the_tick() -> None:
@@ -220,8 +219,8 @@ def test_a_fill_faster_than_the_floor_is_never_found_steady(times_floor: float, 
         assert not history.steady
 
 
-ROOT_TARGET = WatchTarget(Signal.MEMORY_AVAILABLE, N, 2 * GI, 512 * MI, "hard memory.available threshold")
-PODS_TARGET = WatchTarget(Signal.ALLOCATABLE_MEMORY_AVAILABLE, P, GI, 256 * MI,
+ROOT_TARGET = Target(N, 2 * GI, 512 * MI, "hard memory.available threshold")
+PODS_TARGET = Target(P, GI, 256 * MI,
                           "hard allocatableMemory.available threshold")
 
 
@@ -234,7 +233,7 @@ PODS_TARGET = WatchTarget(Signal.ALLOCATABLE_MEMORY_AVAILABLE, P, GI, 256 * MI,
     ({}, None, None),
 ])
 def test_a_look_finds_a_target_met_or_the_next_look_for_the_narrowest_margin(
-        working_sets: dict[Reading, int], met: WatchTarget | None, period_s: float | None) -> None:
+        working_sets: dict[Reading, int], met: Target | None, period_s: float | None) -> None:
     found = look({}, (ROOT_TARGET, PODS_TARGET), working_sets, now=1.0, until_tick_s=9.0)
     assert found.met == met
     assert found.period_s == period_s
@@ -242,7 +241,7 @@ def test_a_look_finds_a_target_met_or_the_next_look_for_the_narrowest_margin(
 
 def test_a_look_keeps_what_it_saw_of_the_targets_handed_again_only() -> None:
     steady = LookHistory(reference_bytes=37 * MI, since_s=0.0, steady=True)
-    other = WatchTarget(Signal.MEMORY_AVAILABLE, N, 2 * GI, 600 * MI, "another level")
+    other = Target(N, 2 * GI, 600 * MI, "another level")
     found = look({ROOT_TARGET: steady, other: steady}, (ROOT_TARGET,), {N: 1500 * MI}, now=1.0, until_tick_s=9.0)
     assert dict(found.histories) == {ROOT_TARGET: LookHistory(37 * MI, 0.0, True)}
     assert found.period_s == STEADY_MAX_PERIOD_S, "steady across the arming: the slow pace"
@@ -260,7 +259,7 @@ def test_a_look_keeps_what_it_saw_of_the_targets_handed_again_only() -> None:
     ({N: 1000 * MI, P: 800 * MI}, 9.0, PODS_TARGET, None, True),
 ])
 def test_a_look_at_held_targets_waits_for_their_release_and_then_judges_the_targets(
-        working_sets: dict[Reading, int], until_tick_s: float, met: WatchTarget | None, period_s: float | None,
+        working_sets: dict[Reading, int], until_tick_s: float, met: Target | None, period_s: float | None,
         released: bool) -> None:
     found = look({}, (ROOT_TARGET, PODS_TARGET), working_sets, now=1.0, until_tick_s=until_tick_s,
                  held=(ROOT_TARGET,))

@@ -161,7 +161,7 @@ class MemoryWatch(WatchThread):
         self._monotonic = monotonic
         self.fill_bytes_per_s = fill_bytes_per_s  # the fastest fill the looks are paced for
         # The thread's own: what the looks saw of each target; the arming whose held targets a look released.
-        self._histories: dict[wake.WatchTarget, wake.LookHistory] = {}
+        self._histories: dict[wake.Target, wake.LookHistory] = {}
         self._released: int | None = None
         # v2's `look_budget`: the steady cap follows the CPU per look over a window (start CPU, looks; None: idle).
         self.look_budget = look_budget
@@ -170,7 +170,7 @@ class MemoryWatch(WatchThread):
         self._look_cost_window = look_cost_window
         self.look_cpu_s: float | None = None
 
-    def arm(self, targets: Sequence[wake.WatchTarget], now: float, *, held: Sequence[wake.WatchTarget] = ()) -> None:
+    def arm(self, targets: Sequence[wake.Target], now: float, *, held: Sequence[wake.Target] = ()) -> None:
         """Watch `targets` from `now` (monotonic seconds, when the cycle that computed them began), once none of
         `held` is met any more."""
         self._arm((tuple(targets), tuple(held), now), bool(targets))
@@ -199,7 +199,7 @@ class MemoryWatch(WatchThread):
                 self._cost_window = (cpu, 0)
         return wake.steady_max_period_s(self.look_cpu_s)
 
-    def _look(self, armed: tuple[tuple[wake.WatchTarget, ...], tuple[wake.WatchTarget, ...], float],
+    def _look(self, armed: tuple[tuple[wake.Target, ...], tuple[wake.Target, ...], float],
               generation: int) -> float | None:
         """Read each target's cgroup once; signal the eventfd and return None when `look` finds one met, else the
         next period."""

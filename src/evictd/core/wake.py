@@ -1,17 +1,14 @@
-"""Between-cycle attention: what woke the loop (`Wake`), how each reading is watched (`WATCHES`), when the next cycle
-is due (`WakeState` and its transitions `after_cycle`, `sensed`, `timer`, each returning the new state and a `Plan`).
+"""Between-cycle attention: what woke the loop (`Wake`), how each reading is watched (`WATCHES`), and `WakeState`'s
+transitions `after_cycle`, `sensed` and `timer`, each returning the new state and a `Plan` (what to arm, when to run).
 
-A cycle is due one interval after the last started, or sooner: a memory notification (memcg, PSI, memory watch)
-starts follow-ups at `NOTIFICATION_FOLLOW_UPS_S` until a cycle sees a threshold newly met (then one confirms a
-second later); a grace period's end; one more `WINDOW_FOLLOW_UP_S` after a PSI firing left a stall threshold
-unmet; at once after an eviction's clean-up and on a stop, the timer or another reading's watch. Wake-ups that
-can change nothing (`NO_CYCLE`; `psi` too while pressure is held) keep the deadline. Follow-ups end with a
-crossing not confirmed, every threshold far from met, or nothing new near while held. Memory that goes back by
-itself `FLAP_CHANGES` times within `FLAP_WINDOW_S` flaps: no follow-ups, and a notification brings a cycle about
-`FLAP_CYCLE_S` after the last (`flap_cycle_s`), not at once. On cgroup v1, `MemcgState` and its `memcg_*`
-transitions say which memcg levels to register, which firing earns a cycle and what to read in the kernel's place.
-Invariants: pure (no I/O, no clock: every time is an argument, monotonic seconds); states are immutable.
-Over 500 lines because it is the one model of between-cycle attention: schedule, watches and memcg rules together.
+A cycle is due one interval after the last started, or sooner: a memory notification starts follow-ups
+(`NOTIFICATION_FOLLOW_UPS_S`) until a cycle sees a threshold newly met (one confirms a second later); a grace
+period's end; `WINDOW_FOLLOW_UP_S` after a PSI firing left a stall threshold unmet; at once after the wait for
+evicted pods, a stop, the timer or another watch. `NO_CYCLE` wake-ups (and `psi` while pressure is held) keep the
+deadline. Memory that goes back by itself `FLAP_CHANGES` times in `FLAP_WINDOW_S` flaps: no follow-ups, a cycle
+about `FLAP_CYCLE_S` after the last. On cgroup v1, `MemcgState` and its `memcg_*` transitions say which levels to
+register, which firing earns a cycle and what to read in the kernel's place. Pure: every time is an argument
+(monotonic seconds), states are immutable. Over 500 lines: the one model of schedule, watches and memcg rules.
 """
 
 from __future__ import annotations
@@ -63,18 +60,16 @@ GRACE_END_MARGIN_S = 0.002
 # Memory flaps after this many changes (gone back by itself) within this window (10 s: the kubelet's interval).
 FLAP_CHANGES = 4
 FLAP_WINDOW_S = 10.0
-# While flapping, a notification brings a cycle about this often (the kubelet reads once per 10 s tick)...
+# While flapping, a notification brings a cycle about this often, varied up to `FLAP_CYCLE_MAX_S` (`flap_cycle_s`).
 FLAP_CYCLE_S = 1.0
-# ...varied between half and one and a half of it (`flap_cycle_s`).
 FLAP_CYCLE_MAX_S = 1.5 * FLAP_CYCLE_S
 
 
 @dataclass(frozen=True, slots=True)
 class WatchRow:
-    """How one reading is watched between cycles, as a `SignalSpec` says how it is decided: the fastest its figure is
-    assumed to move toward a threshold (`rate_per_s`; None: the kernel announces it, nothing is looked at), the
-    shortest period between looks, the longest at a steady margin (None: no steady pace), the wake-up's cause, and
-    whether it is a count that `look` judges (`counted`: the sensors' `COUNT_READERS` read it, a `CountWatch`)."""
+    """How one reading is watched between cycles: the fastest its figure is assumed to move (None: the kernel
+    announces it), the shortest period between looks, the longest at a steady margin, the wake-up's cause, and
+    whether it is a count `look` judges (`counted`: the sensors' `COUNT_READERS` read it)."""
 
     cause: Wake
     rate_per_s: float | None
@@ -83,27 +78,27 @@ class WatchRow:
     counted: bool = False
 
 
-# What the loop has not done for this many intervals is stale (an outage, not a restart)...
+# A cycle is stale this many intervals on (an outage, not a restart), never before `MIN_STALE_AFTER_S` (one slow one).
 STALE_AFTER_INTERVALS = 3
-# ...but never before this, so that a 1 s interval does not call one slow cycle stale.
 MIN_STALE_AFTER_S = 30.0
 
 
 def flap_cycle_s(count: int) -> float:
-    """When the `count`-th cycle a notification brings while flapping is due after the last start: spread over
-    [0.5, 1.5) `FLAP_CYCLE_S`, so that the readings never keep step with a periodic tenant."""
+    """The `count`-th flapping cycle's delay after the last start, spread over [0.5, 1.5) `FLAP_CYCLE_S` (never in
+    step with a periodic tenant)."""
     return FLAP_CYCLE_S * (0.5 + spread(count))
 
 
 def stale_after_s(housekeeping_interval_s: float) -> float:
-    """How long after the loop's last cycle (or the state it wrote) that cycle is stale."""
+    """How long after the loop's last cycle that cycle is stale."""
     return max(STALE_AFTER_INTERVALS * housekeeping_interval_s, MIN_STALE_AFTER_S)
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One threshold a watch looks at: met once ``capacity - used < met_below`` (whole units of its reading)."""
+    """One threshold a watch looks at: met once ``capacity - used < met_below`` (whole units of `reading`)."""
 
+    reading: Reading
     capacity: int
     met_below: int
     description: str
@@ -113,34 +108,33 @@ class Target:
         return self.capacity - used - self.met_below + 1
 
 
+def _target(threshold: Threshold, observed: Observation) -> tuple[Target, bool] | None:
+    """`threshold`'s target on the cycle's `observed` figure and whether it is met there (None: not a `<` one)."""
+    if threshold.operator is not Operator.LESS_THAN:
+        return None
+    met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()  # available < ceil(quantity)
+    kind = "hard" if threshold.is_hard else "soft"
+    return (Target(spec_of(threshold.signal).reading, observed.capacity.ceil_int(), met_below,
+                   f"{kind} {threshold.signal} threshold"), observed.available.ceil_int() < met_below)
+
+
 def watch_targets(thresholds: Sequence[Threshold], signal: Signal, observed: Observation | None
                   ) -> tuple[Target, ...]:
-    """The `signal` thresholds to watch after a cycle that observed it as `observed` (None: nothing): those not met
-    (a met one's crossing is decided), and none while a hard one is met (the loop acts on every cycle then)."""
-    if observed is None:
+    """The `signal` thresholds not met in `observed` (None: none), none while a hard one is met."""
+    judged = [(t, *j) for t in thresholds if observed and t.signal is signal and (j := _target(t, observed))]
+    if any(met and threshold.is_hard for threshold, _, met in judged):
         return ()
-    capacity, available = observed.capacity.ceil_int(), observed.available.ceil_int()
-    targets = []
-    for threshold in thresholds:
-        if threshold.signal is not signal or threshold.operator is not Operator.LESS_THAN:
-            continue
-        met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()  # available < ceil(quantity)
-        if available < met_below:
-            if threshold.is_hard:
-                return ()
-            continue
-        targets.append(Target(capacity, met_below, f"{'hard' if threshold.is_hard else 'soft'} {signal} threshold"))
-    return tuple(targets)
+    return tuple(target for _, target, met in judged if not met)
 
 
 def used_seen(observed: Observation) -> int:
-    """What the cycle saw used of the reading (capacity less available)."""
+    """Capacity less available."""
     return observed.capacity.ceil_int() - observed.available.ceil_int()
 
 
 def look_period_s(row: WatchRow, margin: int, until_tick_s: float) -> float | None:
-    """How long to wait before the next look with `margin` left and the tick `until_tick_s` away: the margin at the
-    row's rate, never under its minimum period; None for no look before the tick (far, or met)."""
+    """The next look's delay with `margin` left: margin / rate, at least the row's minimum; None: none before the
+    tick `until_tick_s` away (far, or met)."""
     if margin <= 0 or not row.rate_per_s:
         return None
     period = max(margin / row.rate_per_s, row.min_period_s)
@@ -148,30 +142,31 @@ def look_period_s(row: WatchRow, margin: int, until_tick_s: float) -> float | No
 
 
 @dataclass(frozen=True, slots=True)
-class Looked:
-    """What one look found: the target met (None: none; the loop is woken), the time to the next look (None: idle)."""
+class Look:
+    """What one look found: the target met (None: none), the time to the next look (None: idle); a memory look also
+    the histories to hand to the next and whether the held targets were released."""
 
     met: Target | None
     period_s: float | None
+    histories: Mapping[Target, LookHistory] = field(default_factory=dict)
+    released: bool = False
 
 
-def look(row: WatchRow, targets: Sequence[Target], used: int, until_tick_s: float) -> Looked:
-    """Judge a look that read `used`, the tick `until_tick_s` away: the first target met, or the soonest next look."""
+def look(row: WatchRow, targets: Sequence[Target], used: int, until_tick_s: float) -> Look:
+    """Judge a look that read `used`: the first target met, or the soonest next look."""
     periods = []
     for target in targets:
         margin = target.margin(used)
         if margin <= 0:
-            return Looked(target, None)
+            return Look(target, None)
         if (period := look_period_s(row, margin, until_tick_s)) is not None:
             periods.append(period)
-    return Looked(None, min(periods, default=None))
+    return Look(None, min(periods, default=None))
 
 
 @dataclass(frozen=True, slots=True)
 class CycleSeen:
-    """What the schedule needs of a finished cycle (`of`): the memory thresholds met, whether pressure is held,
-    the crossing not confirmed, a memory threshold near (met or unmet), the first grace end, a stall threshold
-    left unmet, whether evictd acted for real, what it leaves the sensors to watch; `cycle_failed`: no report."""
+    """What the schedule and the sensors need of a finished cycle (`of`; `cycle_failed`: no report)."""
 
     started_at: float
     memory_met: frozenset[Threshold] = frozenset()
@@ -202,7 +197,7 @@ class CycleSeen:
 
 @dataclass(frozen=True, slots=True)
 class Sensed:
-    """What ended a wait: the causes the sensors reported (`Wake` values), none being the timer."""
+    """What ended a wait: the causes the sensors reported (`Wake` values; none: the timer)."""
 
     causes: tuple[str, ...]
 
@@ -210,23 +205,21 @@ class Sensed:
 @dataclass(frozen=True, slots=True)
 class Plan:
     """What the loop does next: arm the sensors as `arm` says (None: as they are), run the cycle at `due_at` (None:
-    at once) and, while waiting, listen to the notifiers or not (flapping, once the cycle is due within
-    `FLAP_CYCLE_MAX_S` of the last one's start)."""
+    at once), and listen to the notifiers meanwhile or not (flapping, the cycle due within `FLAP_CYCLE_MAX_S`)."""
 
     due_at: float | None
     listening: bool = True
     arm: Arming | None = field(default=None, compare=False)  # plans that schedule alike are alike
 
     def wait_s(self, now: float) -> float | None:
-        """How long to wait at `now` (0: only look for wake-ups); None: run the cycle at once."""
+        """How long to wait at `now` (0: poll once); None: run the cycle at once."""
         return None if self.due_at is None else max(0.0, self.due_at - now)
 
 
 @dataclass(frozen=True, slots=True)
 class WakeState:
-    """The schedule between two cycles. `follow_ups`: the delays still to come; `held`: the last cycle held
-    pressure; `changes`: when memory went back by itself within `FLAP_WINDOW_S`; `memory_met`, `acted`: the last
-    cycle's; `woken`: what ended the last wait (cleared by a cycle)."""
+    """The schedule between two cycles: the follow-up delays to come, when memory went back by itself within
+    `FLAP_WINDOW_S` (`changes`), the last cycle's facts, and what ended the last wait (`woken`)."""
 
     interval_s: float
     due_at: float | None = None
@@ -285,16 +278,15 @@ def _scheduled(state: WakeState, started_at: float, now: float, seen: CycleSeen,
 
 
 def sensed(state: WakeState, what: Sensed, now: float) -> tuple[WakeState, Plan]:
-    """A wait ended with `what` at `now`: a wake-up that earns a cycle makes it due (a notification restarts the
-    follow-ups; the end of the wait for evicted pods leaves only the confirming one); one that does not keeps the
-    deadline."""
+    """A wait ended with `what`: a wake-up that earns a cycle makes it due (a notification restarts the follow-ups,
+    the end of the wait for evicted pods leaves the confirming one); one that does not keeps the deadline."""
     causes = frozenset(what.causes)
     new = replace(_woken(state, causes), woken=causes)
     return new, new.plan
 
 
 def timer(state: WakeState, now: float) -> tuple[WakeState, Plan]:
-    """A wait ended at `now` with nothing sensed: the cycle is due."""
+    """A wait ended with nothing sensed: the cycle is due."""
     new = replace(state, due_at=None, woken=frozenset({Wake.TIMER}))
     return new, new.plan
 
@@ -315,11 +307,11 @@ def _woken(state: WakeState, causes: frozenset[str]) -> WakeState:
 
 
 def wakes(causes: Iterable[str]) -> tuple[Wake, ...]:
-    """The causes of a wait as `Wake` values, the timer when none."""
+    """`causes` as `Wake` values, the timer when none."""
     return tuple(Wake(cause) for cause in causes) or (Wake.TIMER,)
 
 
-# The memory watch (v2's only one without PSI; v1's backstop): each unmet threshold a `WatchTarget`.
+# The memory watch (v2's only one without PSI; v1's backstop): each unmet memory threshold a `Target`.
 # The fastest fill assumed: a process writing fresh pages on one core fills 1-2 GiB/s.
 ASSUMED_FILL_BYTES_PER_S = 1 << 30
 # On v1, the backstop of levels the kernel may announce late: a 4 GiB/s fill is still read within MIN_PERIOD_S.
@@ -340,40 +332,19 @@ STEADY_WINDOW_S = STEADY_MAX_PERIOD_S
 HELD_PERIOD_S = 0.5
 
 
-@dataclass(frozen=True, slots=True)
-class WatchTarget:
-    """One memory threshold to watch: met once ``capacity_bytes - working set of reading < met_below_bytes``."""
-
-    signal: Signal
-    reading: Reading
-    capacity_bytes: int
-    met_below_bytes: int
-    description: str
-
-    def margin_bytes(self, working_set_bytes: int) -> int:
-        """How many bytes more the working set can grow before the threshold is met (<= 0: met)."""
-        return self.capacity_bytes - working_set_bytes - self.met_below_bytes + 1
-
-
-def watch_plan(thresholds: Sequence[Threshold], summary: Summary
-               ) -> tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...]]:
-    """The memory watch's targets after a cycle that read `summary`, and the held ones: the memory thresholds not
-    met; with a hard one met, those held (looked at every `HELD_PERIOD_S` until released), then the others."""
+def watch_plan(thresholds: Sequence[Threshold], summary: Summary) -> tuple[tuple[Target, ...], tuple[Target, ...]]:
+    """The memory watch's targets after a cycle that read `summary`, and those held: the memory thresholds not met;
+    with a hard one met, the held ones (looked at every `HELD_PERIOD_S` until released) first."""
     observations = signal_observations(summary)
-    targets: list[WatchTarget] = []
-    held: list[WatchTarget] = []
+    targets: list[Target] = []
+    held: list[Target] = []
     for threshold in thresholds:
         observed = observations.get(threshold.signal)
-        spec = spec_of(threshold.signal)
-        if not spec.memcg_watched or observed is None or threshold.operator is not Operator.LESS_THAN:
+        if not spec_of(threshold.signal).memcg_watched or observed is None or not (j := _target(threshold, observed)):
             continue
-        met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()
-        met = observed.available.ceil_int() < met_below
-        if met and not threshold.is_hard:
-            continue  # decided by this cycle, not a crossing to catch
-        kind = "hard" if threshold.is_hard else "soft"
-        (held if met else targets).append(WatchTarget(threshold.signal, spec.reading, observed.capacity.ceil_int(),
-                                                      met_below, f"{kind} {threshold.signal} threshold"))
+        target, met = j
+        if not met or threshold.is_hard:  # a soft one met is decided by this cycle, not a crossing to catch
+            (held if met else targets).append(target)
     return ((*held, *targets), tuple(held)) if held else (tuple(targets), ())
 
 
@@ -420,20 +391,9 @@ def watch_period_s(margin_bytes: int, until_tick_s: float, *, steady: bool = Fal
     return period if period < until_tick_s else None
 
 
-@dataclass(frozen=True, slots=True)
-class Look:
-    """What one memory look found: the histories to hand to the next, the target met (None: none; the loop is
-    woken), how long until the next look (None: none before the tick), and whether the held targets were released."""
-
-    histories: Mapping[WatchTarget, LookHistory]
-    met: WatchTarget | None
-    period_s: float | None
-    released: bool = False
-
-
-def memory_look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[WatchTarget],
+def memory_look(histories: Mapping[Target, LookHistory], targets: Sequence[Target],
                 working_sets: Mapping[Reading, int], now: float, until_tick_s: float, *,
-                fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, held: Sequence[WatchTarget] = (),
+                fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, held: Sequence[Target] = (),
                 steady_max_s: float = STEADY_MAX_PERIOD_S) -> Look:
     """Judge a look at `now` that read `working_sets` (a reading missing: unreadable, its targets skipped). Only the
     targets handed keep a history. While one of `held` is met (or unreadable) nothing else is judged and the next
@@ -441,8 +401,8 @@ def memory_look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[
     if held:
         for target in held:
             working_set = working_sets.get(target.reading)
-            if working_set is None or target.margin_bytes(working_set) <= 0:
-                return Look({}, None, HELD_PERIOD_S if until_tick_s > HELD_PERIOD_S else None)
+            if working_set is None or target.margin(working_set) <= 0:
+                return Look(None, HELD_PERIOD_S if until_tick_s > HELD_PERIOD_S else None)
         return replace(memory_look(histories, targets, working_sets, now, until_tick_s,
                                    fill_bytes_per_s=fill_bytes_per_s, steady_max_s=steady_max_s), released=True)
     kept = {target: history for target, history in histories.items() if target in targets}
@@ -451,15 +411,15 @@ def memory_look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[
         working_set = working_sets.get(target.reading)
         if working_set is None:
             continue
-        margin = target.margin_bytes(working_set)
+        margin = target.margin(working_set)
         if margin <= 0:
-            return Look(kept, target, None)
+            return Look(target, None, kept)
         history = kept[target] = look_history(kept.get(target), margin, now, steady_max_s=steady_max_s)
         next_look = watch_period_s(margin, until_tick_s, steady=history.steady, fill_bytes_per_s=fill_bytes_per_s,
                                    steady_max_s=steady_max_s)
         if next_look is not None:
             period = next_look if period is None else min(period, next_look)
-    return Look(kept, None, period)
+    return Look(None, period, kept)
 
 
 # The refault watch reads /proc/vmstat this often while a refault threshold is unmet (no kernel notification).
@@ -532,8 +492,8 @@ class Arming:
     it, and each memcg threshold's figures (None: no Summary, the levels stay; a threshold absent: none to watch)."""
 
     at: float
-    memory: tuple[WatchTarget, ...] = ()
-    held: tuple[WatchTarget, ...] = ()
+    memory: tuple[Target, ...] = ()
+    held: tuple[Target, ...] = ()
     refault_shares: tuple[int, ...] = ()
     memory_bytes: int | None = None
     counts: Mapping[Reading, tuple[tuple[Target, ...], int]] = field(default_factory=dict)

@@ -1,15 +1,12 @@
-"""The sensors between cycles: what carries out the wake-up model's plan and reports what it sensed.
+"""The sensors between cycles (`Sensors`): they carry out the wake model's `Plan` and report what they sensed.
 
-Each sensor is one Notifier for the Waiter (`evictd.adapters.notifiers`): a watch thread (`WatchThread`) that looks
-at one reading at the pace its `evictd.core.wake.WATCHES` row gives and signals its eventfd once when a look finds a
-threshold met (the memory watch, the refault watch, a `CountWatch` such as the pid watch), or the memcg notifier set
-(an epoll descriptor over every registered cgroup v1 level, registered where `evictd.core.wake`'s memcg rules say, in a
-thread of its own). They register, read and sleep; what to watch and what a reading means is the core's.
-
-Invariants: one descriptor each, O_CLOEXEC, `close` idempotent and stopping the threads; a thread never holds its
-lock while reading, looking, registering or waiting; a look armed by an arming replaced since is dropped; a source
-that cannot be read is skipped (the cycle reports it); `looks` counts the reads made.
-Over 500 lines because every sensor of the model is here, so a new reading is a row and a look, not a module.
+Each is one Notifier for the Waiter: a watch thread that looks at one reading at the pace of its
+`evictd.core.wake.WATCHES` row and signals its eventfd once a look finds a threshold met (memory, refaults, a
+`CountWatch` per counted reading), or the cgroup v1 memcg notifier set (an epoll descriptor over its levels,
+registered in a thread of its own). They register, read and sleep; what a reading means is the core's.
+Invariants: one descriptor each, O_CLOEXEC, `close` idempotent and stopping the threads; no lock held while
+reading, looking, registering or waiting; a look of an arming replaced since is dropped; an unreadable source is
+skipped (the cycle reports it). Over 500 lines: every sensor of the model is here, a new reading is a row.
 """
 
 from __future__ import annotations
@@ -86,12 +83,12 @@ class WatchThread(FdOwner):
                 self._thread.start()
 
     def _look(self, armed: Any, generation: int) -> float | None:
-        """Look once at what `armed` (handed by arming `generation`) watches; return how long until the next look,
-        or None to idle until the next arming (after `_signal_loop`, or when there is nothing to look at before it)."""
+        """Look once at what arming `generation` handed; the delay to the next look, or None to idle until the next
+        arming."""
         raise NotImplementedError
 
     def _idle(self) -> None:
-        """Called on the thread when it goes idle (what the looks kept is no history of the time it does not look)."""
+        """The thread goes idle (what the looks kept is no history of the time it does not look)."""
 
     def _signal_loop(self) -> None:
         """Wake the loop (once until it consumes)."""
@@ -127,7 +124,7 @@ class WatchThread(FdOwner):
             self._wait(period)
 
     def _wait(self, timeout_s: float | None) -> None:
-        """Sleep until an arming or `close` signals the thread's eventfd, or `timeout_s` passed (None: no limit)."""
+        """Sleep until an arming or `close`, or `timeout_s` (None: no limit)."""
         if self._wake_poll.poll(None if timeout_s is None else max(0, math.ceil(timeout_s * 1000))):
             with contextlib.suppress(BlockingIOError):
                 os.eventfd_read(self._wake_fd)
@@ -147,7 +144,7 @@ class WatchThread(FdOwner):
 
 
 class MemoryWatch(WatchThread):
-    """A Notifier for the Waiter: its eventfd is signalled when a watched memory threshold is found met."""
+    """Signals its eventfd when a watched memory threshold is found met."""
 
     cause = Wake.MEMORY_WATCH
 
@@ -171,8 +168,7 @@ class MemoryWatch(WatchThread):
         self.look_cpu_s: float | None = None
 
     def arm(self, targets: Sequence[wake.Target], now: float, *, held: Sequence[wake.Target] = ()) -> None:
-        """Watch `targets` from `now` (monotonic seconds, when the cycle that computed them began), once none of
-        `held` is met any more."""
+        """Watch `targets` from `now` (the cycle's start), once none of `held` is met any more."""
         self._arm((tuple(targets), tuple(held), now), bool(targets))
 
     def _idle(self) -> None:
@@ -180,9 +176,8 @@ class MemoryWatch(WatchThread):
         self._cost_window = None  # a window spans looks only: the next one starts at the next look
 
     def _steady_max_s(self) -> float:
-        """The steady cap of this look: on v2 from the thread's CPU per look (`look_cpu_s`), read once a look and
-        taken over `LOOK_COST_WINDOW` looks at a time, smoothed by an eighth (a tick-accounting kernel charges whole
-        ticks); the fixed cap on v1."""
+        """This look's steady cap: on v2 from the thread's CPU per look over `LOOK_COST_WINDOW` looks, smoothed by an
+        eighth (a tick-accounting kernel charges whole ticks); the fixed cap on v1."""
         if not self.look_budget:
             return wake.STEADY_MAX_PERIOD_S
         cpu = self._thread_cpu()
@@ -201,8 +196,7 @@ class MemoryWatch(WatchThread):
 
     def _look(self, armed: tuple[tuple[wake.Target, ...], tuple[wake.Target, ...], float],
               generation: int) -> float | None:
-        """Read each target's cgroup once; signal the eventfd and return None when `look` finds one met, else the
-        next period."""
+        """Read each target's cgroup once; signal the loop and idle when one is met, else the next period."""
         targets, held, armed_at = armed
         steady_max_s = self._steady_max_s()
         if self._released == generation:
@@ -228,7 +222,7 @@ class MemoryWatch(WatchThread):
 
 
 class RefaultWatch(WatchThread):
-    """A Notifier for the Waiter: its eventfd is signalled when the node's refaults may meet a watched threshold."""
+    """Signals its eventfd when the node's refaults may meet a watched threshold."""
 
     cause = Wake.REFAULT_WATCH
 
@@ -246,7 +240,7 @@ class RefaultWatch(WatchThread):
         self._arm((tuple(sorted(shares)), memory_bytes), bool(shares))
 
     def _look(self, armed: tuple[tuple[int, ...], int | None], generation: int) -> float | None:
-        """Read /proc/vmstat; signal the eventfd and idle when `look` says a cycle may find a threshold met."""
+        """Read /proc/vmstat; signal the loop and idle when a cycle may find a threshold met."""
         shares, memory_bytes = armed
         try:
             counts: procfs.VmstatCounts | None = procfs.vmstat_counts(self._proc_root)
@@ -263,24 +257,17 @@ class RefaultWatch(WatchThread):
 
 
 class MemcgNotifierSet:
-    """One memcg notifier per memory threshold and two watches beside it, registered where the memcg model says;
-    one Notifier for the Waiter (an epoll descriptor over every registered eventfd).
-
-    ``memory.available`` watches the memory hierarchy's root (`memory_root`), ``allocatableMemory.available`` the
-    pods cgroup under it (`pods_cgroup`); cgroup v2 has nothing to register. A firing is judged first (`consume`):
-    `cause` ``memcg`` when it may change the decision, ``memcg_rearm`` when it was page cache (re-armed, no cycle).
-    Re-arming runs in a thread of its own (a registration waits for an RCU grace period): the loop never waits for
-    it, and the old eventfd stays registered until the new one is. Where the kernel cannot say in time, the set
-    reads the figures itself (`recheck`) as often as the model says (`recheck_s`).
-    """
+    """A memcg level per memory threshold (``memory.available`` on `memory_root`, ``allocatableMemory.available`` on
+    its `pods_cgroup`) and two watches beside it, registered where the memcg model says; one Notifier (an epoll
+    descriptor). A firing is judged first (`consume`): ``memcg`` when it may change the decision, ``memcg_rearm``
+    for page cache. Re-arming runs in a thread (a registration waits for an RCU grace period); the old eventfd stays
+    until the new one is. Where the kernel cannot say in time, `recheck` reads in its place every `recheck_s`."""
 
     poll_events = select.POLLIN
 
     def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str, pods_cgroup: str,
                  monotonic: Callable[[], float], fresh_inactive_file: Callable[[], int] | None = None) -> None:
-        """`fresh_inactive_file` reads `memory_root`'s inactive file as it is now (``Inactive(file)`` of
-        /proc/meminfo), for a memory root that is the hierarchy's root; None: no such figure (see
-        `evictd.core.memcg.armed_inactive_file`)."""
+        """`fresh_inactive_file`: the hierarchy root's inactive file now (/proc/meminfo); None: none."""
         self.thresholds = tuple(t for t in thresholds if spec_of(t.signal).memcg_watched)
         pods_dir = os.path.join(memory_root, pods_cgroup.strip("/"))
         self._model = wake.MemcgState.of(
@@ -307,8 +294,7 @@ class MemcgNotifierSet:
 
     @property
     def notifiers(self) -> tuple[Notifier, ...]:
-        """What the Waiter polls: the set itself (an empty epoll set never fires), until closed. Kept in the
-        Waiter while nothing is registered, so that the Waiter never closes it."""
+        """What the Waiter polls: the set itself until closed (kept while nothing is registered)."""
         return () if self._epoll is None else (self,)
 
     def _armed(self, watch: Watch) -> tuple[MemcgThresholdNotifier, ...]:
@@ -341,10 +327,8 @@ class MemcgNotifierSet:
         return self._epoll.fileno()
 
     def consume(self) -> None:
-        """Acknowledge every eventfd that fired and have the model judge each firing on settled figures of its
-        cgroup (usage, inactive file, usage). When one may change the decision, `cause` is ``memcg``; otherwise it
-        is ``memcg_rearm`` and the set re-arms what the model asks (in the thread). `description` names the firings
-        that need the cycle, or else all that fired."""
+        """Acknowledge the eventfds that fired and have the model judge them on fresh figures: `cause` ``memcg`` when
+        one may change the decision, else ``memcg_rearm`` (re-armed in the thread); `description` names them."""
         fired: list[tuple[int, Watch, MemcgThresholdNotifier]] = []
         with self._lock:
             if self._epoll is None:
@@ -367,8 +351,7 @@ class MemcgNotifierSet:
         self._submit(registrations)
 
     def _read_figures(self, folders: Iterable[str]) -> dict[str, wake.Figures | None]:
-        """Usage and the inactive file to arm with (`armed_inactive_file`: the root's fresh figure when lower) of
-        each folder, read once each; None where a read failed."""
+        """Usage and the inactive file to arm with of each folder, read once each; None where a read failed."""
         figures: dict[str, wake.Figures | None] = {}
         for folder in folders:
             if folder in figures:
@@ -382,7 +365,7 @@ class MemcgNotifierSet:
         return figures
 
     def _fresh_root_inactive(self) -> int | None:
-        """The memory root's inactive file as it is now (one read of /proc/meminfo), or None without one."""
+        """The memory root's inactive file now, or None."""
         if self.fresh_inactive_file is None:
             return None
         try:
@@ -397,9 +380,8 @@ class MemcgNotifierSet:
             return self._model.recheck_s
 
     def recheck(self) -> bool:
-        """Read in the kernel's place what the model asks (usage where a level is being registered, usage and
-        memory.stat of each threshold read closely) and have it judged: True when a threshold crossed; then `cause`
-        is ``memcg`` and `description` names it, as a firing of its level would."""
+        """Read in the kernel's place what the model asks and have it judged: True when a threshold crossed (`cause`
+        ``memcg``, `description` naming it, as a firing of its level would)."""
         with self._lock:
             unwatched = dict(self._model.unwatched)
             closely = dict(self._model.read_closely)
@@ -430,8 +412,7 @@ class MemcgNotifierSet:
             return None  # not met: the next cycle reports the unreadable file
 
     def may_change_decision(self) -> bool:
-        """Whether a wake-up that names no threshold (a PSI trigger) may change the decision, on two fresh figures
-        of each watched cgroup (`memcg_may_change_decision`)."""
+        """Whether a wake-up naming no threshold (PSI) may change the decision (`memcg_may_change_decision`)."""
         with self._lock:
             folders = self._model.known_folders
         figures = self._read_figures(folders)
@@ -440,9 +421,8 @@ class MemcgNotifierSet:
 
     def update(self, figures: Mapping[Threshold, wake.MemoryFigures | SampleError], now: float
                ) -> list[NotifierFailure]:
-        """Follow the `figures` of a cycle that began at `now` (monotonic seconds; `memcg_after_cycle`) and return
-        the notifiers that failed: those whose figures give no level (at a refresh), the first arming's
-        registrations (made here and now), and the thread's since the last call."""
+        """Follow the `figures` of a cycle that began at `now` (`memcg_after_cycle`); the notifiers that failed since
+        the last call (the first arming's are registered here and now)."""
         with self._lock:
             errors, self._failures = self._failures, []
         fresh_root = self._fresh_root_inactive() if self._model.watches_root else None
@@ -458,8 +438,8 @@ class MemcgNotifierSet:
         return errors
 
     def _arm(self, registration: wake.Registration) -> NotifierFailure | None:
-        """Register what `registration` asks for and put it in its place (a watch at a level <= 0, or beside no
-        level: none); return the failure, after which the place is empty. Any thread."""
+        """Register `registration` in its place (a watch at <= 0 or beside no level: none); the failure, which leaves
+        the place empty. Any thread."""
         index, watch, level = registration.index, registration.watch, registration.level
         new = None
         with self._lock:
@@ -497,9 +477,7 @@ class MemcgNotifierSet:
             return True
 
     def _submit(self, registrations: Iterable[wake.Registration]) -> None:
-        """Hand `registrations` to the thread, one at a time per place: the newest asked for while one is in hand
-        follows it (dropping it would leave the place armed from older figures until the next cycle, an hour away
-        maybe)."""
+        """Hand `registrations` to the thread, one at a time per place; the newest asked meanwhile follows it."""
         for registration in registrations:
             key = (registration.index, registration.watch)
             with self._lock:

@@ -350,8 +350,7 @@ def watch_plan(thresholds: Sequence[Threshold], summary: Summary) -> tuple[tuple
 
 @dataclass(frozen=True, slots=True)
 class LookHistory:
-    """What the looks at one target saw: the margin the current steady run is measured from (the highest since it
-    began), when it began, and whether it is long enough to be steady."""
+    """What the looks at one target saw: the margin its steady run is measured from, since when, and if it is steady."""
 
     reference_bytes: int
     since_s: float
@@ -359,8 +358,8 @@ class LookHistory:
 
 
 def steady_max_period_s(look_cpu_s: float | None) -> float:
-    """The steady cap on v2 for looks costing `look_cpu_s` each (None: not measured yet, the fixed cap): as long as
-    they spend at most `LOOK_CPU_SHARE` of a CPU, within `MIN_PERIOD_S` and `STEADY_MAX_PERIOD_S`."""
+    """v2's steady cap for looks of `look_cpu_s` each (None: not measured): `LOOK_CPU_SHARE` of a CPU, within
+    `MIN_PERIOD_S` and `STEADY_MAX_PERIOD_S`."""
     if look_cpu_s is None:
         return STEADY_MAX_PERIOD_S
     return min(max(look_cpu_s / LOOK_CPU_SHARE, MIN_PERIOD_S), STEADY_MAX_PERIOD_S)
@@ -368,9 +367,8 @@ def steady_max_period_s(look_cpu_s: float | None) -> float:
 
 def look_history(previous: LookHistory | None, margin_bytes: int, now: float, *,
                  steady_max_s: float = STEADY_MAX_PERIOD_S) -> LookHistory:
-    """The history after a look at `now` found `margin_bytes` (`previous`: None at the first look). Steady once the
-    margin stayed within `STEADY_TOLERANCE_BYTES` of the run's reference for `steady_max_s`; a look that sees it
-    shrink by more starts a new run, not steady."""
+    """The history after a look found `margin_bytes`: steady once it stayed within `STEADY_TOLERANCE_BYTES` of the
+    run's reference for `steady_max_s`; shrinking by more starts a new run."""
     if previous is None or previous.reference_bytes - margin_bytes > STEADY_TOLERANCE_BYTES:
         return LookHistory(margin_bytes, now, False)
     reference = max(previous.reference_bytes, margin_bytes)
@@ -380,9 +378,8 @@ def look_history(previous: LookHistory | None, margin_bytes: int, now: float, *,
 def watch_period_s(margin_bytes: int, until_tick_s: float, *, steady: bool = False,
                    fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S,
                    steady_max_s: float = STEADY_MAX_PERIOD_S) -> float | None:
-    """How long until the next look with `margin_bytes` left and the tick `until_tick_s` away: margin / fill rate,
-    at least `MIN_PERIOD_S`; at a `steady` margin up to margin / floor rate, capped at `steady_max_s`; None for no
-    look before the tick (far, or met)."""
+    """The next look's delay: margin / fill rate, at least `MIN_PERIOD_S`; at a `steady` margin up to margin / floor
+    rate, capped at `steady_max_s`; None: no look before the tick `until_tick_s` away (far, or met)."""
     if margin_bytes <= 0:
         return None
     period = max(margin_bytes / fill_bytes_per_s, MIN_PERIOD_S)
@@ -395,9 +392,8 @@ def memory_look(histories: Mapping[Target, LookHistory], targets: Sequence[Targe
                 working_sets: Mapping[Reading, int], now: float, until_tick_s: float, *,
                 fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, held: Sequence[Target] = (),
                 steady_max_s: float = STEADY_MAX_PERIOD_S) -> Look:
-    """Judge a look at `now` that read `working_sets` (a reading missing: unreadable, its targets skipped). Only the
-    targets handed keep a history. While one of `held` is met (or unreadable) nothing else is judged and the next
-    look is `HELD_PERIOD_S` on; once none is, the look is `released` and judges `targets` at once."""
+    """Judge a look that read `working_sets` (one missing: unreadable, skipped); only `targets` keep a history. While
+    one of `held` is met or unreadable nothing else is judged; once none is, the look is `released`."""
     if held:
         for target in held:
             working_set = working_sets.get(target.reading)
@@ -487,9 +483,9 @@ MemoryFigures = tuple[int, int, int]
 
 @dataclass(frozen=True, slots=True)
 class Arming:
-    """What a cycle that began at `at` leaves the sensors to watch (`arming`): the memory watch's targets and those
-    held, the refault watch's shares of `memory_bytes`, each counted reading's targets and count as the cycle saw
-    it, and each memcg threshold's figures (None: no Summary, the levels stay; a threshold absent: none to watch)."""
+    """What a cycle that began at `at` leaves the sensors to watch (`arming`): the memory targets and those held, the
+    refault shares of `memory_bytes`, each counted reading's targets and count, each memcg threshold's figures
+    (None: no Summary, the levels stay; a threshold absent: nothing to watch)."""
 
     at: float
     memory: tuple[Target, ...] = ()
@@ -502,8 +498,8 @@ class Arming:
 
 def arming(at: float, thresholds: Sequence[Threshold], summary: Summary | None,
            observations: Mapping[Signal, Observation]) -> Arming:
-    """What a cycle that began at `at`, read `summary` (None: nothing to watch) and observed `observations` leaves
-    the sensors to watch. An allocatable threshold on a node without a pods container has no level: nothing wrong."""
+    """What a cycle that read `summary` (None: nothing) leaves the sensors to watch; an allocatable threshold on a
+    node without a pods container has no level, and that is not a failure."""
     if summary is None:
         return Arming(at)
     memory, held = watch_plan(thresholds, summary)
@@ -530,7 +526,6 @@ def arming(at: float, thresholds: Sequence[Threshold], summary: Summary | None,
 UNWATCHED_RECHECK_S = 0.002
 # After a level fired near it for page cache, memory.stat is read this often (it may still count dropped pages).
 LEVEL_CLOSE_READING_EVERY_S = 0.02
-
 # Two figures of a cgroup read one after the other: usage and inactive file (bytes).
 Figures = tuple[int, int]
 
@@ -547,14 +542,13 @@ _WATCH_SUFFIXES = {Watch.LEVEL: "", Watch.DROP: ": usage fell", Watch.APPROACH: 
 
 
 def notifier_description(threshold: Threshold, watch: Watch) -> str:
-    """Return what the notifier `watch` of `threshold` is called in logs."""
+    """What the notifier `watch` of `threshold` is called in logs."""
     return memcg.memcg_notifier_description(threshold) + _WATCH_SUFFIXES[watch]
 
 
 @dataclass(frozen=True, slots=True)
 class Registration:
-    """A notifier to register: threshold `index`'s `watch` at usage `level` (<= 0, or a watch beside no level: none,
-    the place emptied), computed from `usage_bytes`."""
+    """A notifier to register: threshold `index`'s `watch` at usage `level` (<= 0: none), from `usage_bytes`."""
 
     index: int
     watch: Watch
@@ -573,8 +567,8 @@ class CloseReading:
 
 @dataclass(frozen=True, slots=True)
 class Followed:
-    """What a cycle's readings ask for: the registrations (`at_once`: the first arming, made there and then in this
-    order, each level before its watches), and the thresholds whose readings could give no level."""
+    """What a cycle's figures ask for: the registrations (`at_once`: the first, made there and then, in order) and
+    the thresholds whose figures gave no level."""
 
     registrations: tuple[Registration, ...]
     unreadable: tuple[tuple[int, SampleError], ...]
@@ -592,10 +586,9 @@ class Firing:
 
 @dataclass(frozen=True, slots=True)
 class MemcgState:
-    """What the memcg notifier set knows of each memory threshold (`cgroup_dirs[i]`: threshold i's folder): its
-    working-set level and whether it was met in the last readings, the levels the kernel holds (`armed[watch][i]`,
-    as installed), the levels asked for that the kernel does not watch yet (`unwatched`), the close readings, when
-    a level fired while not met (`crossed_at`: a crossing the next cycles may not show yet), the last refresh."""
+    """What the memcg set knows of each threshold (in `cgroup_dirs[i]`): its working-set level and whether it was
+    met, the levels the kernel holds (`armed[watch][i]`), those asked and not watched yet (`unwatched`), the close
+    readings, when a level fired while not met (`crossed_at`), and the last refresh."""
 
     thresholds: tuple[Threshold, ...]
     cgroup_dirs: tuple[str, ...]
@@ -617,7 +610,6 @@ class MemcgState:
 
     @property
     def watches_root(self) -> bool:
-        """Whether a threshold watches the memory root (whose fresh inactive file a cycle's arming uses)."""
         return self.memory_root in self.cgroup_dirs
 
     @property
@@ -629,7 +621,7 @@ class MemcgState:
 
     @property
     def known_folders(self) -> tuple[str, ...]:
-        """The cgroup folders of the thresholds whose working-set level is known."""
+        """The folders of the thresholds whose working-set level is known."""
         return tuple(dict.fromkeys(folder for folder, level in zip(self.cgroup_dirs, self.working_set_levels,
                                                                    strict=True) if level is not None))
 
@@ -653,11 +645,9 @@ def memcg_registered(state: MemcgState, index: int) -> MemcgState:
 
 def memcg_after_cycle(state: MemcgState, figures: Mapping[Threshold, MemoryFigures | SampleError],
                       fresh_root: int | None, *, cycle_at: float, now: float) -> tuple[MemcgState, Followed]:
-    """Follow a cycle's `figures` (`Arming.memcg`; `cycle_at`: its time, which the kubelet's 10 s refresh counts;
-    `now`: the time close readings count from; `fresh_root`: the memory root's fresh inactive file). The first time
-    every notifier is registered at once; at a refresh every one is asked again; otherwise a level when it moved
-    a step and its watches when stale (a met threshold has neither). Unreadable readings are reported at a refresh
-    only; a threshold left without a level by a failed registration waits for the next refresh."""
+    """Follow a cycle's `figures` (`cycle_at`: its time, for the kubelet's 10 s refresh; `now`: close readings'
+    time; `fresh_root`: the root's fresh inactive file). The first time every notifier is registered at once; at a
+    refresh every one again; else a level that moved a step and stale watches (a met threshold has neither)."""
     first = state.last_refresh_at is None
     due = memcg.notifier_refresh_due(state.last_refresh_at, cycle_at)
     levels, met = list(state.working_set_levels), list(state.met)
@@ -737,10 +727,9 @@ def _needs_cycle(state: MemcgState, index: int, watch: Watch, figures: Mapping[s
 
 def memcg_fired(state: MemcgState, fired: Sequence[Firing], figures: Mapping[str, Figures | None], now: float
                 ) -> tuple[MemcgState, tuple[bool, ...], tuple[Registration, ...]]:
-    """Judge notifiers that fired on `figures` of each cgroup read since (usage and the inactive file to arm with;
-    None: a read failed): whether each may change the decision, and what to re-arm when none may (page cache: no
-    cycle). A watch near its threshold starts a close reading, so does a level judged page cache there; a level
-    that fired while not met is a crossing the next cycles' statistics may not show yet."""
+    """Judge firings on `figures` read since (None: unreadable): whether each may change the decision, and what to
+    re-arm when none may (page cache). A watch near its threshold, or a level judged page cache there, starts a
+    close reading; a level that fired while not met is a crossing the statistics may not show yet."""
     needing = tuple(_needs_cycle(state, firing.index, firing.watch, figures) for firing in fired)
     closely, crossed_at = dict(state.read_closely), dict(state.crossed_at)
     for firing, needs in zip(fired, needing, strict=True):
@@ -770,8 +759,8 @@ def memcg_fired(state: MemcgState, fired: Sequence[Firing], figures: Mapping[str
 
 def _rearmed(state: MemcgState, unwatched: dict[int, int], firing: Firing, read: Figures | None
              ) -> list[Registration]:
-    """Re-arm a level (when it fired or moved) and its watches (when stale) from `read`. A watch that fired lowers a
-    level, never raises it: memory.stat may still count page cache gone; a level too low only fires early."""
+    """Re-arm a level (fired or moved) and its stale watches from `read`; a watch's firing only lowers a level (the
+    statistics may still count page cache gone; too low only fires early)."""
     ws_level, armed = state.working_set_levels[firing.index], state.armed[Watch.LEVEL][firing.index]
     if read is None or ws_level is None:
         return []
@@ -787,9 +776,8 @@ def _rearmed(state: MemcgState, unwatched: dict[int, int], firing: Firing, read:
 def memcg_rechecked(state: MemcgState, unwatched: Sequence[tuple[int, int, int | None]],
                     closely: Sequence[tuple[int, CloseReading, Figures | None]], now: float
                     ) -> tuple[MemcgState, list[str]]:
-    """Judge the reads in the kernel's place at `now`: each `(index, level, usage)` of a level being registered and
-    each `(index, close reading, figures)` (None: unreadable, not met). Return the descriptions of the thresholds
-    crossed (a cycle is due); a close reading ends when met or when its time is up."""
+    """Judge the reads in the kernel's place: `(index, level, usage)` of levels being registered, `(index, close
+    reading, figures)`; the descriptions of the thresholds crossed. A close reading ends when met or its time is up."""
     crossed = [f"{memcg.memcg_notifier_description(state.thresholds[index])} (crossed while re-armed)"
                for index, level, usage in unwatched if usage is not None and usage >= level]
     kept = dict(state.read_closely)
@@ -804,7 +792,7 @@ def memcg_rechecked(state: MemcgState, unwatched: Sequence[tuple[int, int, int |
 
 
 def memcg_may_change_decision(state: MemcgState, figures: Mapping[str, Figures | None]) -> bool:
-    """Whether a wake-up naming no threshold (PSI) may change the decision, on `figures` of `known_folders` read
-    now, judged as a drop watch's firing (True when a read failed, or with no threshold at all)."""
+    """Whether a wake-up naming no threshold (PSI) may change the decision, judged as a drop watch's firing on
+    `figures` of `known_folders` (True when a read failed, or with no threshold)."""
     known = [index for index, level in enumerate(state.working_set_levels) if level is not None]
     return not state.thresholds or any(_needs_cycle(state, index, Watch.DROP, figures) for index in known)

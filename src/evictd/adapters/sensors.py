@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupReader, v1_settled_usage_and_inactive_file, v1_usage
@@ -39,6 +39,7 @@ from evictd.core.signals import Reading, spec_of
 from evictd.core.thresholds import Threshold
 from evictd.core.wake import Wake, Watch
 
+T = TypeVar("T")
 # On v2, a look's cost is measured over this many looks at a time: about two 10 ms ticks of a tick-accounting kernel.
 LOOK_COST_WINDOW = 32
 
@@ -353,25 +354,16 @@ class MemcgNotifierSet:
     def _read_figures(self, folders: Iterable[str]) -> dict[str, wake.Figures | None]:
         """Usage and the inactive file to arm with of each folder, read once each; None where a read failed."""
         figures: dict[str, wake.Figures | None] = {}
-        for folder in folders:
-            if folder in figures:
-                continue
-            try:
-                usage, inactive_file = v1_settled_usage_and_inactive_file(folder)
-                fresh = self._fresh_root_inactive() if folder == self._model.memory_root else None
-                figures[folder] = usage, armed_inactive_file(inactive_file, fresh)
-            except SampleError:
-                figures[folder] = None
+        for folder in dict.fromkeys(folders):
+            read = _quietly(v1_settled_usage_and_inactive_file, folder)
+            fresh = self._fresh_root_inactive() if read is not None and folder == self._model.memory_root else None
+            figures[folder] = None if read is None else (read[0], armed_inactive_file(read[1], fresh))
         return figures
 
     def _fresh_root_inactive(self) -> int | None:
-        """The memory root's inactive file now, or None."""
-        if self.fresh_inactive_file is None:
-            return None
-        try:
-            return self.fresh_inactive_file()
-        except SampleError:
-            return None  # memory.stat's figure alone, as without one
+        """The memory root's inactive file now, or None (memory.stat's figure alone)."""
+        fresh = self.fresh_inactive_file
+        return None if fresh is None else _quietly(lambda _: fresh(), "")
 
     @property
     def recheck_s(self) -> float | None:
@@ -385,9 +377,10 @@ class MemcgNotifierSet:
         with self._lock:
             unwatched = dict(self._model.unwatched)
             closely = dict(self._model.read_closely)
-        unwatched_read = [(index, level, self._usage(self._model.cgroup_dirs[index]))
+        # Unreadable: the registration under way, or the next cycle, reports it.
+        unwatched_read = [(index, level, _quietly(v1_usage, self._model.cgroup_dirs[index]))
                           for index, level in unwatched.items()]
-        closely_read = [(index, reading, self._settled(self._model.cgroup_dirs[index]))
+        closely_read = [(index, reading, _quietly(v1_settled_usage_and_inactive_file, self._model.cgroup_dirs[index]))
                         for index, reading in closely.items()]
         now = self._monotonic()
         with self._lock:
@@ -396,20 +389,6 @@ class MemcgNotifierSet:
             self.cause = Wake.MEMCG
             self.description = ", ".join(crossed)
         return bool(crossed)
-
-    @staticmethod
-    def _usage(folder: str) -> int | None:
-        try:
-            return v1_usage(folder)
-        except SampleError:
-            return None  # the registration under way reports what is wrong with the folder
-
-    @staticmethod
-    def _settled(folder: str) -> wake.Figures | None:
-        try:
-            return v1_settled_usage_and_inactive_file(folder)
-        except SampleError:
-            return None  # not met: the next cycle reports the unreadable file
 
     def may_change_decision(self) -> bool:
         """Whether a wake-up naming no threshold (PSI) may change the decision (`memcg_may_change_decision`)."""
@@ -520,6 +499,14 @@ class MemcgNotifierSet:
             epoll, self._epoll = self._epoll, None
         if epoll is not None:
             epoll.close()
+
+def _quietly(read: Callable[[str], T], folder: str) -> T | None:
+    """`read(folder)`, or None when it cannot be read."""
+    try:
+        return read(folder)
+    except SampleError:
+        return None
+
 
 class CountWatch(WatchThread):
     """A watch of one count a cycle reads (its `WatchRow`, `counted`): `read` between ticks, near a crossing only,

@@ -678,9 +678,8 @@ def memcg_after_cycle(state: MemcgState, figures: Mapping[Threshold, MemoryFigur
             closely.pop(index, None)
         level = memcg.level_from(ws_level, usage, memcg.armed_inactive_file(usage - working_set, fresh))
         if first:
-            registrations += [Registration(index, Watch.LEVEL, level, usage),
-                              Registration(index, Watch.DROP, memcg.drop_watch_wanted(level, usage), usage),
-                              Registration(index, Watch.APPROACH, memcg.approach_watch_level(level, usage), usage)]
+            registrations += [Registration(index, Watch.LEVEL, level, usage), *_stale_watches(state, index, level,
+                                                                                             usage, due=True)]
             continue
         armed = state.armed[Watch.LEVEL][index]
         if not due and armed is None:
@@ -721,8 +720,8 @@ def _needs_cycle(state: MemcgState, index: int, watch: Watch, figures: Mapping[s
     if working_set_level_bytes is None or read is None:
         return True
     return memcg.firing_needs_cycle(state.met[index], drop_watch=watch is not Watch.LEVEL,
-                              working_set_level_bytes=working_set_level_bytes,
-                              working_set_bytes=memcg.working_set_from(*read))
+                                    working_set_level_bytes=working_set_level_bytes,
+                                    working_set_bytes=memcg.working_set_from(*read))
 
 
 def memcg_fired(state: MemcgState, fired: Sequence[Firing], figures: Mapping[str, Figures | None], now: float
@@ -735,8 +734,8 @@ def memcg_fired(state: MemcgState, fired: Sequence[Firing], figures: Mapping[str
     for firing, needs in zip(fired, needing, strict=True):
         index = firing.index
         read, ws_level = figures.get(state.cgroup_dirs[index]), state.working_set_levels[index]
-        near = read is not None and ws_level is not None and memcg.close_reading_wanted(state.met[index], ws_level,
-                                                                                  memcg.working_set_from(*read))
+        near = (read is not None and ws_level is not None
+                and memcg.close_reading_wanted(state.met[index], ws_level, memcg.working_set_from(*read)))
         if firing.watch is not Watch.LEVEL or not needs:
             for_s, every_s = ((memcg.CLOSE_READING_S, UNWATCHED_RECHECK_S) if firing.watch is not Watch.LEVEL
                               else (memcg.STATS_CATCH_UP_S, LEVEL_CLOSE_READING_EVERY_S))

@@ -81,6 +81,15 @@ class FdOwner:
         fd, self._fd = self._fd, -1
         close_quietly(fd)
 
+    def _read_eventfd(self, name: str) -> None:
+        """Reset the eventfd's counter (already read: nothing since); SampleError naming `name`."""
+        try:
+            os.eventfd_read(self.fileno())
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            raise os_sample_error(name, exc) from exc
+
 
 class Waiter:
     """Waits for the earliest of a deadline, a notifier firing, or `wake` (from a signal handler or thread)."""
@@ -237,13 +246,7 @@ class MemcgThresholdNotifier(FdOwner):
         self._fd = event_fd
 
     def consume(self) -> None:
-        """Reset the eventfd counter (it counts crossings since the last read)."""
-        try:
-            os.eventfd_read(self.fileno())
-        except BlockingIOError:
-            pass  # already consumed: nothing crossed since
-        except OSError as exc:
-            raise os_sample_error(f"eventfd of {os.path.join(self.cgroup_dir, MEMORY_USAGE_FILE)}", exc) from exc
+        self._read_eventfd(f"eventfd of {os.path.join(self.cgroup_dir, MEMORY_USAGE_FILE)}")
 
 
 def _crossed(before: int, after: int, level: int) -> bool:

@@ -98,12 +98,7 @@ class WatchThread(FdOwner):
             os.eventfd_write(self.fileno(), 1)
 
     def consume(self) -> None:
-        try:
-            os.eventfd_read(self.fileno())
-        except BlockingIOError:
-            pass  # already consumed
-        except OSError as exc:
-            raise os_sample_error(f"eventfd of the {self.description}", exc) from exc
+        self._read_eventfd(f"eventfd of the {self.description}")
 
     def _run(self) -> None:
         while True:

@@ -1,4 +1,4 @@
-"""The after-cycle hooks (src/evictd/run/after_cycle.py): re-arming the memory notifiers from a cycle's readings.
+"""The after-cycle hooks (src/evictd/run/after_cycle.py): the sensors armed as a cycle's plan says (`ArmSensors`).
 
 The memcg notifiers are registered on this machine's root memory cgroup.
 """
@@ -24,16 +24,20 @@ from cycle_reports import (
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.notifiers import PsiNotifier, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
-from evictd.adapters.sensors import MemcgNotifierSet, MemoryWatch, pid_watch
+from evictd.adapters.sensors import MemcgNotifierSet, MemoryWatch, Sensors, count_watch
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
+from evictd.core.signals import Reading
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
+from evictd.core.thresholds import Threshold
+from evictd.core.wake import Plan, arming
 from evictd.cycle.finished import Cycle
+from evictd.cycle.report import CycleReport
 from evictd.observe.metrics import Metrics
-from evictd.run.after_cycle import NotifierRefresh, log_sample_problems
+from evictd.run.after_cycle import ArmSensors, log_sample_problems
 from log_capture import LogCapture
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
 
@@ -57,24 +61,33 @@ def waiter() -> Iterator[Waiter]:
         yield real
 
 
+MEMCG_THRESHOLDS = tuple(eviction_settings({
+    "evictionHard": {"memory.available": "1Gi", "allocatableMemory.available": "1Gi"}, "enforceNodeAllocatable": [],
+}).thresholds())
+
+
 def memcg_set(pods_cgroup: str) -> MemcgNotifierSet:
-    settings = eviction_settings({"evictionHard": {"memory.available": "1Gi", "allocatableMemory.available": "1Gi"},
-                                  "enforceNodeAllocatable": []})
-    return MemcgNotifierSet(tuple(settings.thresholds()), memory_root="/sys/fs/cgroup/memory",
-                            pods_cgroup=pods_cgroup, monotonic=time.monotonic)
+    return MemcgNotifierSet(MEMCG_THRESHOLDS, memory_root="/sys/fs/cgroup/memory", pods_cgroup=pods_cgroup,
+                            monotonic=time.monotonic)
+
+
+def arm(sensors: Sensors, report: CycleReport, thresholds: tuple[Threshold, ...] = MEMCG_THRESHOLDS,
+        at: float = 0.0) -> list[str]:
+    """Arm `sensors` as the plan after `report` says; the notifiers that failed."""
+    armed = arming(at, thresholds, report.observed.summary, report.decided.assessment.observations)
+    return [f"{failure.description}: {failure.error}" for failure in sensors.arm(armed)]
 
 
 NODE_NOTIFIERS = ["hard memory eviction threshold", "hard memory eviction threshold: usage fell"]
 
 
-def refresh(notifiers: NotifierRefresh, summary_: Summary | None) -> list[str]:
-    report = with_summary(run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0], summary_)
-    return [f"{failure.description}: {failure.error}" for failure in notifiers.follow_failures(report, 0.0)]
+def refresh(sensors: Sensors, summary_: Summary | None) -> list[str]:
+    return arm(sensors, with_summary(run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0], summary_))
 
 
 def test_refresh_ignores_missing_allocatable_notifiers_without_a_pods_container(waiter: Waiter) -> None:
     memcg = memcg_set("evictd-test-absent/kubepods")
-    notifiers = NotifierRefresh(waiter, memcg, (), Metrics(), None)
+    notifiers = Sensors(waiter, memcg, ())
     try:
         assert refresh(notifiers, memory_summary(pods_container=False)) == []
         # Only the node-level notifier and its drop watch, registered on this machine's real root memory cgroup.
@@ -89,7 +102,7 @@ def test_refresh_ignores_missing_allocatable_notifiers_without_a_pods_container(
 
 def test_refresh_reports_a_pods_cgroup_it_cannot_watch(waiter: Waiter) -> None:
     memcg = memcg_set("evictd-test-absent/kubepods")
-    notifiers = NotifierRefresh(waiter, memcg, (), Metrics(), None)
+    notifiers = Sensors(waiter, memcg, ())
     try:
         (problem,) = refresh(notifiers, memory_summary(pods_container=True))
         assert problem.startswith("hard allocatable memory eviction threshold: "
@@ -103,7 +116,7 @@ def test_refresh_reports_a_pods_cgroup_it_cannot_watch(waiter: Waiter) -> None:
 
 def test_refresh_reports_incomplete_node_memory(waiter: Waiter) -> None:
     memcg = memcg_set("evictd-test-absent/kubepods")
-    notifiers = NotifierRefresh(waiter, memcg, (), Metrics(), None)
+    notifiers = Sensors(waiter, memcg, ())
     try:
         (problem,) = refresh(notifiers, memory_summary(pods_container=False, usage=False))
         assert problem.startswith("hard memory eviction threshold: summary node.memory: summary was incomplete.")
@@ -116,12 +129,12 @@ def test_refresh_reports_incomplete_node_memory(waiter: Waiter) -> None:
 def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter: Waiter) -> None:
     # A real PSI trigger on this machine's /proc/pressure/memory (a 2 s window: no CAP_SYS_RESOURCE here).
     with contextlib.closing(PsiNotifier("/proc/pressure/memory", 150_000, 2_000_000)) as psi:
-        assert refresh(NotifierRefresh(waiter, None, (psi,), Metrics(), None), memory_summary(pods_container=True)) == []
+        assert refresh(Sensors(waiter, None, (psi,)), memory_summary(pods_container=True)) == []
         assert waiter.notifiers == (psi,), "cgroup v2: PSI only"
         memcg = memcg_set("evictd-test-absent/kubepods")
         try:
-            notifiers = NotifierRefresh(waiter, memcg, (psi,), Metrics(), None)
-            assert notifiers.follow_failures(failing_cycle(MEMORY_CONFIG), 0.0) == []
+            notifiers = Sensors(waiter, memcg, (psi,))
+            assert arm(notifiers, failing_cycle(MEMORY_CONFIG)) == []
             assert memcg.levels == (), "no stats: nothing to compute a level from"
             assert waiter.notifiers == (memcg, psi)
             assert refresh(notifiers, memory_summary(pods_container=False)) == []
@@ -172,12 +185,14 @@ def test_the_v2_memory_watch_is_handed_each_cycles_readings_and_polled_beside_th
     (tmp_path / "kubepods" / "memory.stat").write_text("anon 0\nfile 0\ninactive_file 0\n")
     (tmp_path / "kubepods" / "memory.max").write_text(f"{6 * Gi}\n")
     settings = eviction_settings({"evictionHard": {"allocatableMemory.available": "1Gi"}, "enforceNodeAllocatable": []})
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), tuple(settings.thresholds()), interval_s=10.0, monotonic=time.monotonic)
-    notifiers = NotifierRefresh(waiter, None, (), Metrics(), None, watch)
-    assert notifiers.follow_failures(failing_cycle(MEMORY_CONFIG), time.monotonic()) == []
+    thresholds = tuple(settings.thresholds())
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
+    notifiers = Sensors(waiter, None, (), watch)
+    assert arm(notifiers, failing_cycle(MEMORY_CONFIG), thresholds, time.monotonic()) == []
     assert waiter.notifiers == (watch,)
     assert waiter.wait(0.2) == [], "no stats: nothing watched"
-    assert refresh(notifiers, memory_summary(pods_container=True)) == []
+    report = with_summary(run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0], memory_summary(pods_container=True))
+    assert arm(notifiers, report, thresholds, time.monotonic()) == []
     assert waiter.wait(5.0) == ["memory_watch"]
     assert watch.description == "hard allocatableMemory.available threshold"
 
@@ -190,13 +205,14 @@ def test_the_pid_watch_is_handed_each_cycles_observations_and_polled_beside_the_
     (tmp_path / "loadavg").write_text("0.00 0.00 0.00 1/1600 4242\n")
     config = {"evictionHard": {"pid.available": "25%"}}
     settings = eviction_settings({**config, "enforceNodeAllocatable": []})
-    watch = pid_watch(tuple(settings.thresholds()), interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))
-    notifiers = NotifierRefresh(waiter, None, (), Metrics(), None, pid_watch=watch)
-    assert notifiers.follow_failures(failing_cycle(config), time.monotonic()) == []
+    thresholds = tuple(settings.thresholds())
+    watch = count_watch(Reading.PIDS, interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))
+    notifiers = Sensors(waiter, None, (), counts=[watch])
+    assert arm(notifiers, failing_cycle(config), thresholds, time.monotonic()) == []
     assert waiter.notifiers == (watch,)
     assert waiter.wait(0.2) == [], "no stats: nothing watched"
     report = run(config, [{"at": 0, "summary": summary(pids=(2048, 1500), time=stamp(0))}]).reports[0]
-    assert notifiers.follow_failures(report, time.monotonic()) == []
+    assert arm(notifiers, report, thresholds, time.monotonic()) == []
     assert waiter.wait(5.0) == ["pid_watch"]
     assert watch.description == "hard pid.available threshold"
 
@@ -205,15 +221,16 @@ def test_a_notifier_that_stays_unavailable_is_logged_once_and_once_more_when_it_
     with temporary_cgroup(CGROUP_MOUNT / "memory") as base:
         memcg = memcg_set(f"{base.name}/kubepods")  # not there yet: the pods notifier cannot be armed
         log = LogCapture()
-        notifiers = NotifierRefresh(waiter, memcg, (), Metrics(), log)
+        notifiers = ArmSensors(Sensors(waiter, memcg, ()), Metrics(), log)
         base_report = run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0]
 
         def cycle(number: int) -> None:
             # 11 s apart: past the 10 s re-arm every time; the registrations (made in the notifier set's thread)
             # are given time to finish before the next cycle.
             report = with_summary(base_report, memory_summary(pods_container=True))
+            plan = Plan(None, arm=arming(number * 11.0, MEMCG_THRESHOLDS, report.observed.summary, {}))
             notifiers(Cycle(number=number, report=report, state=EngineState(), started_at=number * 11.0,
-                            duration_s=0.01, wall=datetime.now(UTC)))
+                            duration_s=0.01, wall=datetime.now(UTC), plan=plan))
             deadline = time.monotonic() + 10
             while memcg.rearming and time.monotonic() < deadline:
                 time.sleep(0.05)

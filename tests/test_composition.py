@@ -19,7 +19,7 @@ from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummar
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
 from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_bytes
-from evictd.adapters.sensors import CountWatch, MemoryWatch
+from evictd.adapters.sensors import CountWatch, MemoryWatch, Sensors
 from evictd.config import load_configuration
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import ConfigError, SampleError
@@ -30,7 +30,6 @@ from evictd.core.stall_gate import CounterTrend, StallGate
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_stall_thresholds
 from evictd.core.wake import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S
 from evictd.observe.metrics import Metrics
-from evictd.run.after_cycle import NotifierRefresh
 from evictd.run.compose_node import (
     PathLayout,
     build_memcg_notifiers,
@@ -261,13 +260,11 @@ def test_the_pid_watch_is_built_for_a_pid_threshold_on_the_nodes_own_stats(
         tmp_path: Path, kubelet: str, evictd: str, built: bool) -> None:
     with notifiers_of(tmp_path, kubelet, f"cgroupfsPath: {FIXTURE_V2}\nmemcgWakeups: false\npsiWakeups: false\n"
                       + evictd) as notifiers:
-        assert isinstance(notifiers.pid_watch, CountWatch) is built
-        if notifiers.pid_watch is not None:
-            assert notifiers.pid_watch.cause == "pid_watch"
+        assert [(type(watch), watch.cause) for watch in notifiers.counts] == ([(CountWatch, "pid_watch")] if built else [])
 
 
 @contextmanager
-def notifiers_of(tmp_path: Path, kubelet: str, evictd: str) -> Iterator[NotifierRefresh]:
+def notifiers_of(tmp_path: Path, kubelet: str, evictd: str) -> Iterator[Sensors]:
     """The wake-ups `build_notifiers` builds for a node configured with `kubelet` and `evictd` (YAML bodies), closed
     after the block."""
     path = tmp_path / "node.yaml"
@@ -276,13 +273,12 @@ def notifiers_of(tmp_path: Path, kubelet: str, evictd: str) -> Iterator[Notifier
     config = load_configuration([str(path)])
     basics = build_basics(config, structlog.get_logger("test"), Metrics())
     try:
-        notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter,
-                                    basics.metrics, basics.log, EngineConfig.from_settings(config.eviction),
-                                    monotonic=basics.clock.monotonic)
+        notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.log,
+                                    EngineConfig.from_settings(config.eviction), monotonic=basics.clock.monotonic)
         try:
             yield notifiers
         finally:
-            for watch in (notifiers.memory_watch, notifiers.pid_watch, notifiers.refault_watch, notifiers.memcg):
+            for watch in (notifiers.memory_watch, *notifiers.counts, notifiers.refault_watch, notifiers.memcg):
                 if watch is not None:
                     watch.close()
     finally:

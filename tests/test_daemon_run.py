@@ -26,13 +26,13 @@ from evictd.core.pods import Pod
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
-from evictd.core.wake import NOTIFICATION_FOLLOW_UPS_S, Watch, flap_cycle_s
+from evictd.core.wake import NOTIFICATION_FOLLOW_UPS_S, Arming, Watch, flap_cycle_s
 from evictd.cycle.finished import Cycle
 from evictd.cycle.manager import EvictionManager
 from evictd.cycle.report import CycleReport
 from evictd.observe.http_endpoint import Health
 from evictd.observe.metrics import Metrics
-from evictd.run.after_cycle import NotifierRefresh
+from evictd.run.after_cycle import ArmSensors
 from evictd.run.daemon import Daemon, Hooks, LoopSettings, Reporting, Wakeups
 from evictd.run.stop_signal import StopSignal
 from log_capture import LogCapture
@@ -294,24 +294,25 @@ def test_a_failed_cycle_is_logged_and_counted_its_hooks_skipped_and_the_loop_goe
     assert loop.waiter.timeouts == [INTERVAL_S - CYCLE_S] * 2
 
 
-def test_the_notifiers_follow_every_cycle_with_its_start_time() -> None:
-    # The 10 s re-arm and the re-arm when page cache moved a level are MemcgNotifierSet.update's
-    # (tests/adapters/test_notifiers.py); the hook hands it every cycle's readings and start time.
-    followed: list[tuple[float, float]] = []
-
+def test_the_sensors_are_armed_after_every_cycle_as_its_plan_says() -> None:
+    # What each sensor makes of an arming is tests/test_after_cycle.py's and the adapters'; the hook carries out
+    # every cycle's plan, armed from its start time.
+    armed: list[tuple[float, float]] = []
     failure = NotifierFailure(eviction_settings({}).thresholds()[0], Watch.LEVEL,
                               SampleError("memory.usage_in_bytes", "no such file"))
 
-    class Notifiers(NotifierRefresh):
-        def follow_failures(self, report: CycleReport, now: float) -> list[NotifierFailure]:
-            followed.append((now, loop.clock.now_s))
-            return [failure] if len(followed) == 1 else []
+    class RecordingSensors:
+        armed = frozenset[str]()
+
+        def arm(self, arming: Arming) -> list[NotifierFailure]:
+            armed.append((arming.at, loop.clock.now_s))
+            return [failure] if len(armed) == 1 else []
 
     # 4 s between cycles: cycles start at 1000, 1004, 1008, 1012, 1016.
     loop = Loop(max_cycles=5, causes=[lambda: (loop.clock.advance(4.0 - CYCLE_S), ["psi"])[1]] * 4)
-    loop.daemon.after_cycle = (Notifiers(loop.waiter, None, (), loop.metrics, loop.log),)  # type: ignore[arg-type]
+    loop.daemon.after_cycle = (ArmSensors(RecordingSensors(), loop.metrics, loop.log),)  # type: ignore[arg-type]
     loop.run()
-    assert followed == [(start, start + CYCLE_S) for start in (1000.0, 1004.0, 1008.0, 1012.0, 1016.0)]
+    assert armed == [(start, start + CYCLE_S) for start in (1000.0, 1004.0, 1008.0, 1012.0, 1016.0)]
     assert loop.log.named("memory notifier unavailable") == [
         {"cycle": 1, "detail": "hard memory eviction threshold: memory.usage_in_bytes: no such file"}]
     assert loop.counted("evictd_errors_total", source="notifier") == 1

@@ -14,8 +14,8 @@ import pytest
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.notifiers import Waiter
 from evictd.adapters.sensors import MemoryWatch
-from evictd.core.signals import Signal
-from evictd.core.wake import MIN_PERIOD_S, STEADY_MAX_PERIOD_S, Wake, WatchTarget, steady_max_period_s
+from evictd.core.signals import Reading
+from evictd.core.wake import MIN_PERIOD_S, STEADY_MAX_PERIOD_S, Target, Wake, steady_max_period_s
 
 MI = 1 << 20
 
@@ -34,14 +34,14 @@ def write(path: Path, text: str) -> None:
     path.with_suffix(".new").replace(path)
 
 
-def target(met_below: int) -> WatchTarget:
-    return WatchTarget(Signal.ALLOCATABLE_MEMORY_AVAILABLE, "kubepods", 512 * MI, met_below,
+def target(met_below: int) -> Target:
+    return Target(Reading.PODS_MEMORY, 512 * MI, met_below,
                        "hard allocatableMemory.available threshold")
 
 
 def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
     pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB: a look every 20 ms
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0, monotonic=time.monotonic)
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
@@ -64,7 +64,7 @@ def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
 
 def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> None:
     pods_cgroup(tmp_path, current=100 * MI)  # 412 MiB available, 100 MiB threshold, tick in 0.2 s
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=0.2, monotonic=time.monotonic)
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=0.2, monotonic=time.monotonic)
     try:
         watch.arm([target(100 * MI)], time.monotonic())
         time.sleep(0.3)
@@ -81,7 +81,7 @@ def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> Non
 
 
 def test_an_unreadable_cgroup_is_skipped_and_the_watch_goes_on(tmp_path: Path) -> None:
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0, monotonic=time.monotonic)
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
@@ -99,7 +99,7 @@ def test_a_steady_margin_is_looked_at_four_times_a_second_and_a_shrinking_one_fa
     """Issue 37 item 3: 12 MiB from the threshold the fast pace is a look every 20 ms (50 a second) for as long as the
     node stays there; once the looks see the margin steady, one every STEADY_MAX_PERIOD_S (250 ms)."""
     pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0, monotonic=time.monotonic)
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
     try:
         watch.arm([target(100 * MI)], time.monotonic())
         time.sleep(0.5)  # the first looks, at the fast pace, find it steady for 250 ms
@@ -123,7 +123,7 @@ def test_a_steady_margin_is_looked_at_four_times_a_second_and_a_shrinking_one_fa
 def test_a_steady_margin_stays_steady_when_the_next_cycle_hands_the_same_target(tmp_path: Path) -> None:
     """Every cycle arms the watch again; a margin steady before it is steady after it (no fast window per cycle)."""
     pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0, monotonic=time.monotonic)
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
     try:
         watch.arm([target(100 * MI)], time.monotonic())
         time.sleep(0.6)  # steady after 250 ms of looks
@@ -142,7 +142,7 @@ def test_a_steady_margin_stays_steady_when_the_next_cycle_hands_the_same_target(
 def test_after_the_watch_idled_a_margin_is_not_steady_until_looked_at_again(tmp_path: Path) -> None:
     """What the looks saw before the watch idled (a threshold met, the loop deciding) says nothing of the time since."""
     pods_cgroup(tmp_path, current=400 * MI)
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0, monotonic=time.monotonic)
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
@@ -164,7 +164,7 @@ def test_a_hard_threshold_held_met_is_looked_at_twice_a_second_and_once_released
     # A cycle found the threshold met (dry-run, nothing evicted); the memory is then given back with no cycle after
     # it. Before, the watch idled until the tick and the next crossing waited for it.
     pods_cgroup(tmp_path, current=420 * MI)  # 92 MiB available: met
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=60.0, monotonic=time.monotonic)
+    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=60.0, monotonic=time.monotonic)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
@@ -195,9 +195,9 @@ def test_on_v2_the_steady_pace_follows_the_threads_cpu_per_look(tmp_path: Path) 
         spent[0] += 0.00065
         return spent[0]
 
-    budgeted = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0, monotonic=time.monotonic, look_budget=True,
+    budgeted = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic, look_budget=True,
                            thread_cpu=thread_cpu, look_cost_window=4)
-    fixed = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), (), interval_s=10.0, monotonic=time.monotonic, thread_cpu=thread_cpu)
+    fixed = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic, thread_cpu=thread_cpu)
     try:
         budgeted.arm([target(100 * MI)], time.monotonic())
         fixed.arm([target(100 * MI)], time.monotonic())

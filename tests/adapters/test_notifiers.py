@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, MappingProxyType
@@ -31,14 +31,14 @@ import pytest
 
 from evictd.adapters.notifiers import MemcgThresholdNotifier, Notifier, PsiNotifier, Waiter, has_cap_sys_resource
 from evictd.adapters.psi_history import PressureHistory
-from evictd.adapters.sensors import MemcgNotifierSet
+from evictd.adapters.sensors import MemcgNotifierSet, Sensors
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import STATS_CATCH_UP_S, memcg_threshold_bytes
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal, StallKind
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
 from evictd.core.thresholds import Threshold, ThresholdValue
-from evictd.core.wake import Watch
+from evictd.core.wake import MemoryFigures, Watch, arming
 from polling import wait_until
 from real_cgroups import ScriptedChild, memory_stall, temporary_cgroup
 
@@ -112,6 +112,13 @@ for line in sys.stdin:
 
 # --------------------------------------------------------------------------------------------------
 # Fixtures and helpers
+
+
+def figures(notifiers: MemcgNotifierSet, summary: Summary) -> Mapping[Threshold, MemoryFigures | SampleError]:
+    """What a cycle that read `summary` hands the set (`evictd.core.wake.Arming.memcg`)."""
+    memcg = arming(0.0, notifiers.thresholds, summary, {}).memcg
+    assert memcg is not None
+    return memcg
 
 
 @pytest.fixture
@@ -478,7 +485,7 @@ def test_memcg_notifier_set_arms_one_notifier_per_memory_threshold_and_both_fire
     pods_usage = read_int(pods_dir / "memory.usage_in_bytes")
     summary = summary_with(stats_for_level(node_usage, 4 * MI, MI), stats_for_level(pods_usage, 6 * MI, 2 * MI))
     try:
-        assert notifiers.update(summary, now=100.0) == []
+        assert notifiers.update(figures(notifiers, summary), now=100.0) == []
         node, pods = notifiers.levels
         assert (node.cgroup_dir, node.threshold_bytes) == (str(memcg_dir), node_usage + 4 * MI)
         assert (pods.cgroup_dir, pods.threshold_bytes) == (str(pods_dir), pods_usage + 6 * MI)
@@ -498,9 +505,9 @@ def test_memcg_notifier_set_arms_one_notifier_per_memory_threshold_and_both_fire
 
         # Not due again until strictly more than 10 s later (and the level did not move meanwhile).
         armed = (notifiers.levels, notifiers.drop_watches)
-        assert notifiers.update(summary, now=110.0) == []
+        assert notifiers.update(figures(notifiers, summary), now=110.0) == []
         assert (notifiers.levels, notifiers.drop_watches) == armed
-        assert notifiers.update(summary, now=110.5) == []
+        assert notifiers.update(figures(notifiers, summary), now=110.5) == []
         wait_rearmed(notifiers)
         new_node, new_pods = notifiers.levels
         assert is_closed(node) and is_closed(pods)
@@ -517,15 +524,17 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
     notifiers = MemcgNotifierSet(thresholds, memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic)
     good = summary_with(stats_for_level(0, 100 * MI, MI), stats_for_level(0, 100 * MI, 2 * MI))
     try:
-        assert notifiers.update(good, now=0.0) == []
+        assert notifiers.update(figures(notifiers, good), now=0.0) == []
         node, pods = notifiers.levels
 
-        # No pods system container, at the next refresh: the kubelet errors out before touching the allocatable
+        # Incomplete pods memory stats, at the next refresh: the kubelet errors out before touching the allocatable
         # notifier.
-        errors = notifiers.update(summary_with(stats_for_level(0, 100 * MI, MI), None), now=11.0)
+        incomplete = MemoryStats(available_bytes=MI, working_set_bytes=MI, usage_bytes=None)
+        errors = notifiers.update(figures(notifiers, summary_with(stats_for_level(0, 100 * MI, MI), incomplete)),
+                                  now=11.0)
         wait_rearmed(notifiers)
-        assert [(f.description, f.error.reason) for f in errors] == [
-            ("hard allocatable memory eviction threshold", 'system container "pods" not found in metrics')
+        assert [(f.description, f.error.reason[:23]) for f in errors] == [
+            ("hard allocatable memory eviction threshold", "summary was incomplete.")
         ]
         assert is_closed(node), "the node notifier was re-armed"
         assert not is_closed(pods) and pods in notifiers.levels
@@ -535,9 +544,9 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
             stats_for_level(0, 100 * MI, MI),
             MemoryStats(available_bytes=0, working_set_bytes=MI, usage_bytes=MI),
         )
-        assert notifiers.update(negative, now=22.0) == []
+        assert notifiers.update(figures(notifiers, negative), now=22.0) == []
         wait_rearmed(notifiers)
-        errors = notifiers.update(negative, now=23.0)  # the thread's failures, with the next cycle
+        errors = notifiers.update(figures(notifiers, negative), now=23.0)  # the thread's failures, with the next cycle
         assert [f.description for f in errors] == ["hard allocatable memory eviction threshold"]
         assert "negative threshold" in errors[0].error.reason
         assert is_closed(pods)
@@ -570,7 +579,7 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
             child.do(f"alloc {32 * MI}")  # so that usage stays above a step once the cache is gone
             child.do(f"write {cached} {64 * MI}")
             before = real_memory_stats(memcg_dir, capacity)
-            assert notifiers.update(summary_with(before, None), now=0.0) == []
+            assert notifiers.update(figures(notifiers, summary_with(before, None)), now=0.0) == []
             (level,), (drop_watch,) = notifiers.levels, notifiers.drop_watches
             assert level.threshold_bytes > 512 * MI + 56 * MI, "the page cache is in the level"
             assert (drop_watch.cause, drop_watch.threshold_bytes) == ("memcg_rearm", before.usage_bytes - 8 * MI)
@@ -580,7 +589,7 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
         assert causes == {"memcg_rearm"} and seen == {drop_watch.description}
 
         after = real_memory_stats(memcg_dir, capacity)
-        assert notifiers.update(summary_with(after, None), now=1.0) == [], "between refreshes"
+        assert notifiers.update(figures(notifiers, summary_with(after, None)), now=1.0) == [], "between refreshes"
         wait_rearmed(notifiers)
         (new_level,), (new_drop_watch,) = notifiers.levels, notifiers.drop_watches
         assert is_closed(level) and is_closed(drop_watch)
@@ -590,7 +599,7 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
         assert new_drop_watch.threshold_bytes == (after.usage_bytes or 0) - 8 * MI
 
         # Readings that moved neither: nothing is registered again (a registration waits for an RCU grace period).
-        assert notifiers.update(summary_with(after, None), now=2.0) == []
+        assert notifiers.update(figures(notifiers, summary_with(after, None)), now=2.0) == []
         assert (notifiers.levels, notifiers.drop_watches) == ((new_level,), (new_drop_watch,))
     finally:
         notifiers.close()
@@ -616,7 +625,7 @@ def test_page_cache_dropped_past_the_drop_watch_re_arms_the_set_itself_without_a
     with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="evictd-cache-") as folder:  # a disk, not tmpfs
         child, cached = cached_child(memcg_dir, folder)
         try:
-            assert notifiers.update(summary_with(real_memory_stats(memcg_dir, capacity), None), now=0.0) == []
+            assert notifiers.update(figures(notifiers, summary_with(real_memory_stats(memcg_dir, capacity), None)), now=0.0) == []
             (level,), (drop_watch,) = notifiers.levels, notifiers.drop_watches
             cached.unlink()  # usage falls by 64 MiB, past the drop watch
             causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {drop_watch.description}, LONG_WAIT_S)
@@ -654,14 +663,14 @@ def test_a_re_arm_asked_while_one_is_in_hand_follows_it_instead_of_being_dropped
     in_hand, release = threading.Event(), threading.Event()
     held_arm = held_registrations(notifiers, in_hand, release)
     try:
-        assert notifiers.update(summary_with(stats_for_level(0, 900 * MI, 512 * MI), None), now=0.0) == []
+        assert notifiers.update(figures(notifiers, summary_with(stats_for_level(0, 900 * MI, 512 * MI), None)), now=0.0) == []
         (first,) = notifiers.levels
         assert first.threshold_bytes == 900 * MI
         notifiers._arm = held_arm  # type: ignore[method-assign]
         # Two later cycles' readings, the level a step and more lower each time (not yet due for a refresh).
-        notifiers.update(summary_with(stats_for_level(0, 800 * MI, 512 * MI), None), now=1.0)
+        notifiers.update(figures(notifiers, summary_with(stats_for_level(0, 800 * MI, 512 * MI), None)), now=1.0)
         assert in_hand.wait(LONG_WAIT_S)
-        notifiers.update(summary_with(stats_for_level(0, 700 * MI, 512 * MI), None), now=2.0)
+        notifiers.update(figures(notifiers, summary_with(stats_for_level(0, 700 * MI, 512 * MI), None)), now=2.0)
         release.set()
         wait_rearmed(notifiers)
         (level,) = notifiers.levels
@@ -708,16 +717,17 @@ def test_a_crossing_while_a_lower_level_is_being_registered_wakes_the_loop(memcg
     with held_set(memcg_dir) as held:
         notifiers, child, in_hand, release = held.notifiers, held.child, held.in_hand, held.release
         usage = read_int(memcg_dir / "memory.usage_in_bytes")
-        assert notifiers.update(summary_with(stats_for_level(usage, 200 * MI, 512 * MI), None), now=0.0) == []
+        assert notifiers.update(figures(notifiers, summary_with(stats_for_level(usage, 200 * MI, 512 * MI), None)), now=0.0) == []
         assert notifiers.recheck_s is None, "the kernel watches the level: nothing to read in its place"
         held.hold()
-        notifiers.update(summary_with(stats_for_level(usage, 40 * MI, 512 * MI), None), now=1.0)
+        notifiers.update(figures(notifiers, summary_with(stats_for_level(usage, 40 * MI, 512 * MI), None)), now=1.0)
         assert in_hand.wait(LONG_WAIT_S)
         waiter.set_notifiers([notifiers])
-        assert waiter.wait(0.05) == [], "not crossed yet"
+        sensing = Sensors(waiter, notifiers, ())
+        assert sensing.wait(0.05) == [], "not crossed yet"
         child.do(f"alloc {64 * MI}")  # past the new level, 136 MiB short of the old one
         started = time.monotonic()
-        assert waiter.wait(LONG_WAIT_S) == ["memcg"]
+        assert sensing.wait(LONG_WAIT_S) == ["memcg"]
         assert time.monotonic() - started < MAX_WAKE_LATENCY_S
         assert notifiers.description == "hard memory eviction threshold (crossed while re-armed)"
         release.set()
@@ -727,8 +737,8 @@ def test_a_crossing_while_a_lower_level_is_being_registered_wakes_the_loop(memcg
         # old level, higher, does first; reading usage in its place would see it "crossed" every 2 ms (a storm
         # of cycles, seen at 3,814 in a minute beside a page-cache churner).
         release.clear()
-        assert notifiers.update(summary_with(stats_for_level(usage, -100 * MI, 512 * MI), None), now=2.0) == []
-        notifiers.update(summary_with(stats_for_level(usage, -120 * MI, 512 * MI), None), now=3.0)
+        assert notifiers.update(figures(notifiers, summary_with(stats_for_level(usage, -100 * MI, 512 * MI), None)), now=2.0) == []
+        notifiers.update(figures(notifiers, summary_with(stats_for_level(usage, -120 * MI, 512 * MI), None)), now=3.0)
         assert notifiers.rearming and notifiers.recheck_s is None
 
 
@@ -739,7 +749,7 @@ def test_a_raised_level_is_read_in_its_place_once_the_old_one_fired(memcg_dir: P
     with held_set(memcg_dir) as held:
         notifiers, child = held.notifiers, held.child
         usage = read_int(memcg_dir / "memory.usage_in_bytes")
-        assert notifiers.update(summary_with(stats_for_level(usage, 16 * MI, 512 * MI), None), now=0.0) == []
+        assert notifiers.update(figures(notifiers, summary_with(stats_for_level(usage, 16 * MI, 512 * MI), None)), now=0.0) == []
         (old,) = notifiers.levels
         child.do(f"alloc {32 * MI}")  # past the old level
         causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {old.description}, LONG_WAIT_S)
@@ -747,14 +757,15 @@ def test_a_raised_level_is_read_in_its_place_once_the_old_one_fired(memcg_dir: P
         held.hold()
         now_usage = read_int(memcg_dir / "memory.usage_in_bytes")
         # The cycle's readings: that was page cache, the level is now 40 MiB above usage.
-        notifiers.update(summary_with(stats_for_level(now_usage, 40 * MI, 512 * MI), None), now=1.0)
+        notifiers.update(figures(notifiers, summary_with(stats_for_level(now_usage, 40 * MI, 512 * MI), None)), now=1.0)
         assert held.in_hand.wait(LONG_WAIT_S)
         assert notifiers.recheck_s == 0.002, "the old level is below usage: usage is read in the new one's place"
         waiter.set_notifiers([notifiers])
-        assert waiter.wait(0.05) == [], "not crossed yet"
+        sensing = Sensors(waiter, notifiers, ())
+        assert sensing.wait(0.05) == [], "not crossed yet"
         child.do(f"alloc {64 * MI}")  # past the new level
         started = time.monotonic()
-        assert waiter.wait(LONG_WAIT_S) == ["memcg"]
+        assert sensing.wait(LONG_WAIT_S) == ["memcg"]
         assert time.monotonic() - started < MAX_WAKE_LATENCY_S
         assert "hard memory eviction threshold (crossed while re-armed)" in notifiers.description.split(", ")
 
@@ -769,7 +780,7 @@ def test_a_crossing_the_next_cycle_does_not_see_is_read_until_the_statistics_sho
     with held_set(memcg_dir) as held:
         notifiers, child = held.notifiers, held.child
         usage = read_int(memcg_dir / "memory.usage_in_bytes")
-        assert notifiers.update(summary_with(stats_for_level(usage, 16 * MI, 512 * MI), None), now=0.0) == []
+        assert notifiers.update(figures(notifiers, summary_with(stats_for_level(usage, 16 * MI, 512 * MI), None)), now=0.0) == []
         (level,) = notifiers.levels
         child.do(f"alloc {32 * MI}")  # past the level
         causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {level.description}, LONG_WAIT_S)
@@ -780,10 +791,11 @@ def test_a_crossing_the_next_cycle_does_not_see_is_read_until_the_statistics_sho
         now_usage = read_int(memcg_dir / "memory.usage_in_bytes")
         working_set = now_usage - 64 * MI
         stale = MemoryStats(available_bytes=24 * MI + 512 * MI, working_set_bytes=working_set, usage_bytes=now_usage)
-        notifiers.update(summary_with(stale, None), now=1.0)
+        notifiers.update(figures(notifiers, summary_with(stale, None)), now=1.0)
         assert notifiers.recheck_s == 0.002
         waiter.set_notifiers([notifiers])
-        assert waiter.wait(LONG_WAIT_S) == ["memcg"]
+        sensing = Sensors(waiter, notifiers, ())
+        assert sensing.wait(LONG_WAIT_S) == ["memcg"]
         assert notifiers.description == "hard memory eviction threshold (met once the kernel's statistics caught up)"
 
 
@@ -794,9 +806,9 @@ def test_a_level_raised_while_the_old_one_is_above_usage_is_not_read_in_its_plac
     held_arm = held_registrations(notifiers, in_hand, release)
     try:
         usage = read_int(memcg_dir / "memory.usage_in_bytes")
-        assert notifiers.update(summary_with(stats_for_level(usage, 40 * MI, 512 * MI), None), now=0.0) == []
+        assert notifiers.update(figures(notifiers, summary_with(stats_for_level(usage, 40 * MI, 512 * MI), None)), now=0.0) == []
         notifiers._arm = held_arm  # type: ignore[method-assign]
-        notifiers.update(summary_with(stats_for_level(usage, 80 * MI, 512 * MI), None), now=1.0)
+        notifiers.update(figures(notifiers, summary_with(stats_for_level(usage, 80 * MI, 512 * MI), None)), now=1.0)
         assert in_hand.wait(LONG_WAIT_S)
         assert notifiers.recheck_s is None
     finally:
@@ -835,16 +847,17 @@ def test_a_threshold_met_on_the_fresh_inactive_file_is_read_until_the_statistics
     # they are read.
     with cached_set(memcg_dir, lambda: 0) as (notifiers, child, _):
         readings = readings_short_of_the_threshold(memcg_dir, 32 * MI)  # met if the 64 MiB cache were gone
-        assert notifiers.update(summary_with(readings, None), now=0.0) == []
+        assert notifiers.update(figures(notifiers, summary_with(readings, None)), now=0.0) == []
         (level,) = notifiers.levels
         working_set_level = (readings.working_set_bytes or 0) + 32 * MI
         assert level.threshold_bytes == working_set_level, "armed without the cache memory.stat still counts"
         assert notifiers.recheck_s == 0.002
         waiter.set_notifiers([notifiers])
-        assert waiter.wait(0.05) == [], "memory.stat does not say met yet"
+        sensing = Sensors(waiter, notifiers, ())
+        assert sensing.wait(0.05) == [], "memory.stat does not say met yet"
         child.do(f"alloc {48 * MI}")  # memory.stat's working set passes the threshold
         started = time.monotonic()
-        assert waiter.wait(LONG_WAIT_S) == ["memcg"]
+        assert sensing.wait(LONG_WAIT_S) == ["memcg"]
         assert time.monotonic() - started < MAX_WAKE_LATENCY_S
         assert notifiers.description == "hard memory eviction threshold (met once the kernel's statistics caught up)"
         assert notifiers.recheck_s is None, "said once"
@@ -854,15 +867,16 @@ def test_the_statistics_are_read_for_a_bounded_time_and_not_at_all_without_a_fre
     memcg_dir: Path, waiter: Waiter
 ) -> None:
     with cached_set(memcg_dir, lambda: 0) as (notifiers, _, _):
-        assert notifiers.update(summary_with(readings_short_of_the_threshold(memcg_dir, 32 * MI), None), 0.0) == []
+        assert notifiers.update(figures(notifiers, summary_with(readings_short_of_the_threshold(memcg_dir, 32 * MI), None)), 0.0) == []
         waiter.set_notifiers([notifiers])
+        sensing = Sensors(waiter, notifiers, ())
         started = time.monotonic()
-        assert waiter.wait(STATS_CATCH_UP_S + 0.5) == []
+        assert sensing.wait(STATS_CATCH_UP_S + 0.5) == []
         assert time.monotonic() - started >= STATS_CATCH_UP_S
         assert notifiers.recheck_s is None, "the statistics never caught up: no reading past 2.5 s"
     with cached_set(memcg_dir) as (notifiers, _, _):
         readings = readings_short_of_the_threshold(memcg_dir, 32 * MI)
-        assert notifiers.update(summary_with(readings, None), now=0.0) == []
+        assert notifiers.update(figures(notifiers, summary_with(readings, None)), now=0.0) == []
         (level,) = notifiers.levels
         # The working-set level plus memory.stat's inactive file: 32 MiB above usage.
         assert level.threshold_bytes == (readings.usage_bytes or 0) + 32 * MI
@@ -876,23 +890,24 @@ def test_page_cache_dropped_while_usage_rises_is_caught_by_the_approach_watch(me
     # approach watch, halfway to the level, re-judges it on fresh figures as usage rises.
     with cached_set(memcg_dir) as (notifiers, child, cached):
         readings = readings_short_of_the_threshold(memcg_dir, 400 * MI)  # met when the working set grows 400 MiB
-        assert notifiers.update(summary_with(readings, None), now=0.0) == []
+        assert notifiers.update(figures(notifiers, summary_with(readings, None)), now=0.0) == []
         (level,), (approach,) = notifiers.levels, notifiers.approach_watches
         usage = readings.usage_bytes or 0
         assert approach.threshold_bytes == usage + (level.threshold_bytes - usage) // 2
         assert approach.description == "hard memory eviction threshold: usage rose halfway"
         waiter.set_notifiers([notifiers])
+        sensing = Sensors(waiter, notifiers, ())
         child.do(f"alloc {80 * MI}")
         cached.unlink()  # 64 MiB of cache gone, usage still 16 MiB above where the level was armed
         child.do(f"alloc {200 * MI}")  # past the approach watch: the level is judged again
-        assert "memcg_rearm" in waiter.wait(LONG_WAIT_S) or notifiers.description.endswith("usage rose halfway")
+        assert "memcg_rearm" in sensing.wait(LONG_WAIT_S) or notifiers.description.endswith("usage rose halfway")
         wait_rearmed(notifiers)
         assert notifiers.levels[0].threshold_bytes < level.threshold_bytes - 56 * MI, "the cache left the level"
         child.do(f"alloc {136 * MI}")  # the working set is 416 MiB up: met
         causes: list[str] = []
         deadline = time.monotonic() + LONG_WAIT_S
         while "memcg" not in causes and time.monotonic() < deadline:
-            causes = waiter.wait(deadline - time.monotonic())
+            causes = sensing.wait(deadline - time.monotonic())
         assert "memcg" in causes, "the crossing woke the loop"
 
 
@@ -904,7 +919,7 @@ def test_a_drop_watch_firing_near_the_threshold_needs_a_cycle(memcg_dir: Path, w
             before = real_memory_stats(memcg_dir, 1024 * MI)
             # A capacity that puts the working set 32 MiB short of the threshold: met after 32 MiB more.
             near = real_memory_stats(memcg_dir, (before.working_set_bytes or 0) + 512 * MI + 32 * MI)
-            assert notifiers.update(summary_with(near, None), now=0.0) == []
+            assert notifiers.update(figures(notifiers, summary_with(near, None)), now=0.0) == []
             (drop_watch,) = notifiers.drop_watches
             cached.unlink()
             causes, seen, _ = wait_for_descriptions(waiter, notifiers.notifiers, {drop_watch.description}, LONG_WAIT_S)
@@ -925,7 +940,7 @@ def test_a_met_threshold_has_no_drop_watch_and_its_level_wakes_the_loop_only_whe
             # Met by 16 MiB: the level sits 16 MiB below the working set plus the cache.
             capacity = working_set + 512 * MI - 16 * MI
             met = real_memory_stats(memcg_dir, capacity)
-            assert notifiers.update(summary_with(met, None), now=0.0) == []
+            assert notifiers.update(figures(notifiers, summary_with(met, None)), now=0.0) == []
             (level,) = notifiers.levels
             assert notifiers.drop_watches == (), "usage falling cannot make a met threshold met"
             assert level.threshold_bytes < (met.usage_bytes or 0)
@@ -938,7 +953,7 @@ def test_a_met_threshold_has_no_drop_watch_and_its_level_wakes_the_loop_only_whe
             child.do("free")  # the working set falls 32 MiB: no longer met
             causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {level.description}, LONG_WAIT_S)
             assert causes == {"memcg"}
-            assert notifiers.update(summary_with(real_memory_stats(memcg_dir, capacity), None), now=1.0) == []
+            assert notifiers.update(figures(notifiers, summary_with(real_memory_stats(memcg_dir, capacity), None)), now=1.0) == []
             wait_rearmed(notifiers)  # the cycle saw it no longer met
             child.do(f"alloc {32 * MI}")  # met again: the same level, crossed the other way, is a crossing
             causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {level.description}, LONG_WAIT_S)
@@ -957,7 +972,7 @@ def test_a_stall_is_judged_on_fresh_figures_against_the_threshold(memcg_dir: Pat
         child.do(f"alloc {32 * MI}")
         working_set = real_memory_stats(memcg_dir, 1024 * MI).working_set_bytes or 0
         # A capacity that puts the working set 48 MiB short of the threshold: within 64 MiB, a cycle.
-        assert notifiers.update(summary_with(real_memory_stats(memcg_dir, working_set + 560 * MI), None), 0.0) == []
+        assert notifiers.update(figures(notifiers, summary_with(real_memory_stats(memcg_dir, working_set + 560 * MI), None)), 0.0) == []
         assert notifiers.may_change_decision()
         child.do("free")  # 32 MiB further away, read afresh: far
         assert not notifiers.may_change_decision()
@@ -1332,7 +1347,7 @@ def test_refreshing_notifiers_a_hundred_times_leaks_no_descriptors(
         # A fresh notifier by hand as well as the set's, as the loop would for a second threshold.
         by_hand = MemcgThresholdNotifier(str(memcg_dir), 200 * MI + step, "by hand")
         # The first time armed here and now, then every 10 s by the re-arming thread.
-        assert notifiers.update(summary, now=11.0 * step) == []
+        assert notifiers.update(figures(notifiers, summary), now=11.0 * step) == []
         wait_rearmed(notifiers)
         replaced.extend(notifiers.levels)
         replaced.append(by_hand)

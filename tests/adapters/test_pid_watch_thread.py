@@ -1,5 +1,5 @@
-"""The pid watch (a `CountWatch` on the pids row)'s thread against a /proc of plain files: it reads loadavg's task count only while a crossing is
-near, wakes a real Waiter once when a ``pid.available`` threshold is met, then idles until the next cycle arms it
+"""The pid watch (a `CountWatch` on the pids row of `WATCHES`) against a /proc of plain files: it reads loadavg's task
+count only while a crossing is near, wakes a real Waiter once when a ``pid.available`` threshold is met, then idles until the next cycle arms it
 again."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from pathlib import Path
 
 from builders import summary
 from evictd.adapters.notifiers import Waiter
-from evictd.adapters.sensors import pid_watch
+from evictd.adapters.sensors import count_watch
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.signals import Signal
+from evictd.core.signals import Reading, Signal
 from evictd.core.summary import Observation
 from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
-from evictd.core.wake import Target, Wake
+from evictd.core.wake import Target, Wake, arming
 
 PID_MAX = 2048
-NEAR = Target(PID_MAX, 512, "hard pid.available threshold")  # met from 1537 tasks
+NEAR = Target(Reading.PIDS, PID_MAX, 512, "hard pid.available threshold")  # met from 1537 tasks
 
 
 def loadavg(proc: Path, tasks: int) -> None:
@@ -31,7 +31,7 @@ def loadavg(proc: Path, tasks: int) -> None:
 
 def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
     loadavg(tmp_path, 1500)  # 37 tasks from the threshold: a look every 100 ms (the floor)
-    watch = pid_watch((), interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))
+    watch = count_watch(Reading.PIDS, interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
@@ -52,7 +52,7 @@ def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
 
 def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> None:
     loadavg(tmp_path, 300)  # 1,236 tasks from the threshold: 0.12 s at the assumed rate, after a 0.1 s tick
-    watch = pid_watch((), interval_s=0.1, monotonic=time.monotonic, proc_root=str(tmp_path))
+    watch = count_watch(Reading.PIDS, interval_s=0.1, monotonic=time.monotonic, proc_root=str(tmp_path))
     try:
         watch.arm([NEAR], 300, time.monotonic())
         loadavg(tmp_path, 2000)
@@ -64,7 +64,7 @@ def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> Non
 
 
 def test_an_unreadable_loadavg_skips_the_look_and_keeps_the_pace(tmp_path: Path) -> None:
-    watch = pid_watch((), interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))  # no loadavg yet
+    watch = count_watch(Reading.PIDS, interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))  # no loadavg yet
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
@@ -77,19 +77,21 @@ def test_an_unreadable_loadavg_skips_the_look_and_keeps_the_pace(tmp_path: Path)
         waiter.close()
 
 
-def test_follow_arms_with_the_cycles_observation_and_close_stops_the_thread(tmp_path: Path) -> None:
+def test_the_cycles_arming_arms_it_and_close_stops_the_thread(tmp_path: Path) -> None:
     loadavg(tmp_path, 1500)
     hard = Threshold(signal=Signal.PID_AVAILABLE, value=ThresholdValue(percentage=parse_percentage("25%")))
-    watch = pid_watch([hard], interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))
+    watch = count_watch(Reading.PIDS, interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))
     observed = Observation(Quantity.from_int(PID_MAX - 1500, QuantityFormat.DECIMAL_SI),
                            Quantity.from_int(PID_MAX, QuantityFormat.DECIMAL_SI), None)
     stats = summary_from_dict(summary())
-    watch.follow(stats, {Signal.PID_AVAILABLE: observed}, time.monotonic())
+    watch.arm(*arming(time.monotonic(), [hard], stats, {Signal.PID_AVAILABLE: observed}).counts[Reading.PIDS],
+              time.monotonic())
     time.sleep(0.35)
     assert watch.looks >= 2
     threads = [t for t in threading.enumerate() if t.name == "evictd-pid-watch"]
     assert len(threads) == 1
-    watch.follow(None, {Signal.PID_AVAILABLE: observed}, time.monotonic())  # a cycle without stats: nothing watched
+    assert arming(0.0, [hard], None, {Signal.PID_AVAILABLE: observed}).counts == {}, "a cycle without stats: none"
+    watch.arm((), 0, time.monotonic())
     time.sleep(0.15)
     looks = watch.looks
     time.sleep(0.25)

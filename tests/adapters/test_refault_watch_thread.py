@@ -27,7 +27,7 @@ def vmstat(proc: Path, refaulted_mib: int, scanned: int = 0) -> None:
 def test_a_share_reached_wakes_the_waiter_once_then_the_watch_idles(tmp_path: Path) -> None:
     vmstat(tmp_path, 0)
     seconds = itertools.count()  # every look is a second later
-    watch = RefaultWatch((), gated=False, proc_root=str(tmp_path), monotonic=lambda: float(next(seconds)),
+    watch = RefaultWatch(gated=False, proc_root=str(tmp_path), monotonic=lambda: float(next(seconds)),
                          look_s=0.01)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
@@ -49,7 +49,7 @@ def test_a_share_reached_wakes_the_waiter_once_then_the_watch_idles(tmp_path: Pa
 def test_gated_a_share_without_global_reclaim_wakes_nothing(tmp_path: Path) -> None:
     vmstat(tmp_path, 0, scanned=1000)
     seconds = itertools.count()
-    watch = RefaultWatch((), gated=True, proc_root=str(tmp_path), monotonic=lambda: float(next(seconds)),
+    watch = RefaultWatch(gated=True, proc_root=str(tmp_path), monotonic=lambda: float(next(seconds)),
                          look_s=0.01)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
@@ -66,7 +66,7 @@ def test_gated_a_share_without_global_reclaim_wakes_nothing(tmp_path: Path) -> N
 
 def test_nothing_armed_nothing_read(tmp_path: Path) -> None:
     vmstat(tmp_path, 0)
-    watch = RefaultWatch((), gated=False, proc_root=str(tmp_path), look_s=0.01, monotonic=time.monotonic)
+    watch = RefaultWatch(gated=False, proc_root=str(tmp_path), look_s=0.01, monotonic=time.monotonic)
     try:
         watch.arm([], MEMORY)
         time.sleep(0.1)

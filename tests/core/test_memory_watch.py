@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evictd.core.quantity import Quantity
-from evictd.core.signals import Signal
+from evictd.core.signals import Reading, Signal
 from evictd.core.summary import SYSTEM_CONTAINER_PODS, ContainerStats, MemoryStats, NodeStats, Summary
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
 from evictd.core.wake import (
@@ -22,7 +22,7 @@ from evictd.core.wake import (
     STEADY_WINDOW_S,
     V1_BACKSTOP_FILL_BYTES_PER_S,
     LookHistory,
-    WatchTarget,
+    Target,
     look_history,
     steady_max_period_s,
     watch_period_s,
@@ -32,6 +32,8 @@ from evictd.core.wake import memory_look as look
 
 MI = 1 << 20
 GI = 1 << 30
+
+N, P = Reading.NODE_MEMORY, Reading.PODS_MEMORY
 
 
 def threshold(text: str, signal: Signal = Signal.MEMORY_AVAILABLE, grace_period_s: float = 0.0) -> Threshold:
@@ -47,20 +49,20 @@ def summary(node_available: int, node_working_set: int, pods: tuple[int, int] | 
                                   system_containers=containers))
 
 
-def watch_targets(thresholds: list[Threshold], summary: Summary, pods_cgroup: str) -> tuple[WatchTarget, ...]:
+def watch_targets(thresholds: list[Threshold], summary: Summary) -> tuple[Target, ...]:
     """The targets `watch_plan` hands the watch at once: none while a hard memory threshold is held met."""
-    targets, held = watch_plan(thresholds, summary, pods_cgroup)
+    targets, held = watch_plan(thresholds, summary)
     return () if held else targets
 
 
 def test_each_unmet_memory_threshold_is_watched_in_the_cgroup_its_signal_is_read_from() -> None:
     thresholds = [threshold("100Mi"), threshold("200Mi", Signal.ALLOCATABLE_MEMORY_AVAILABLE, grace_period_s=30),
                   threshold("10%", Signal.NODEFS_AVAILABLE)]
-    targets = watch_targets(thresholds, summary(3 * GI, 1 * GI, pods=(1 * GI, 512 * MI)), "kubepods")
+    targets = watch_targets(thresholds, summary(3 * GI, 1 * GI, pods=(1 * GI, 512 * MI)))
 
-    assert [(t.signal, t.cgroup, t.capacity_bytes, t.met_below_bytes, t.description) for t in targets] == [
-        (Signal.MEMORY_AVAILABLE, "", 4 * GI, 100 * MI, "hard memory.available threshold"),
-        (Signal.ALLOCATABLE_MEMORY_AVAILABLE, "kubepods", 1 * GI + 512 * MI, 200 * MI,
+    assert [(t.reading, t.capacity, t.met_below, t.description) for t in targets] == [
+        (N, 4 * GI, 100 * MI, "hard memory.available threshold"),
+        (P, 1 * GI + 512 * MI, 200 * MI,
          "soft allocatableMemory.available threshold"),
     ]
 
@@ -69,11 +71,11 @@ def test_a_threshold_met_in_the_cycle_or_without_an_observation_is_not_watched()
     met = threshold("100Mi")
     allocatable = threshold("100Mi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)
 
-    assert watch_targets([met, allocatable], summary(100 * MI - 1, 1 * GI), "kubepods") == ()
+    assert watch_targets([met, allocatable], summary(100 * MI - 1, 1 * GI)) == ()
     # Exactly at the quantity is not met (available < quantity): watched, one byte from a crossing.
-    (target,) = watch_targets([met], summary(100 * MI, 1 * GI), "kubepods")
-    assert target.margin_bytes(1 * GI) == 1
-    assert target.margin_bytes(1 * GI + 1) == 0
+    (target,) = watch_targets([met], summary(100 * MI, 1 * GI))
+    assert target.margin(1 * GI) == 1
+    assert target.margin(1 * GI + 1) == 0
 
 
 def test_nothing_is_watched_while_a_hard_memory_threshold_is_met_and_the_hard_ones_are_while_a_soft_one_is() -> None:
@@ -82,32 +84,31 @@ def test_nothing_is_watched_while_a_hard_memory_threshold_is_met_and_the_hard_on
     hard, copy = threshold("1Gi"), threshold("1Gi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)
     soft = threshold("2Gi", grace_period_s=90)
     node_short = summary(1 * GI - 1, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
-    assert watch_targets([hard, copy, soft], node_short, "kubepods") == ()
+    assert watch_targets([hard, copy, soft], node_short) == ()
     # Only the soft threshold met (its grace period running): the hard crossing still wakes the loop at once.
     soft_only = summary(1 * GI + 20 * MI, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
-    assert [t.signal for t in watch_targets([hard, copy, soft], soft_only, "kubepods")] == [
-        Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE]
+    assert [t.reading for t in watch_targets([hard, copy, soft], soft_only)] == [N, P]
 
 
 def test_while_a_hard_threshold_is_met_its_release_is_awaited_then_every_threshold_not_met_is_watched() -> None:
     hard, copy = threshold("1Gi"), threshold("1Gi", Signal.ALLOCATABLE_MEMORY_AVAILABLE)
     soft = threshold("2Gi", grace_period_s=90)
     node_short = summary(1 * GI - 1, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
-    targets, held = watch_plan([hard, copy, soft], node_short, "kubepods")
-    assert [t.signal for t in held] == [Signal.MEMORY_AVAILABLE]
+    targets, held = watch_plan([hard, copy, soft], node_short)
+    assert [t.reading for t in held] == [N]
     # Once released: the held threshold first, then the copy not met; the soft one met in the cycle is not watched.
-    assert [t.signal for t in targets] == [Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE]
-    assert held[0].margin_bytes(3 * GI) <= 0
+    assert [t.reading for t in targets] == [N, P]
+    assert held[0].margin(3 * GI) <= 0
     # No hard threshold met: nothing held.
     soft_only = summary(1 * GI + 20 * MI, 3 * GI, pods=(1 * GI + 20 * MI, 1 * GI))
-    assert watch_plan([hard, copy, soft], soft_only, "kubepods")[1] == ()
+    assert watch_plan([hard, copy, soft], soft_only)[1] == ()
 
 
 def test_a_percentage_is_taken_of_the_capacity_the_cycle_saw() -> None:
-    (target,) = watch_targets([threshold("10%")], summary(9 * GI, 1 * GI), "")
+    (target,) = watch_targets([threshold("10%")], summary(9 * GI, 1 * GI))
     # float32 10% of 10Gi, truncated, as the kubelet's GetThresholdQuantity.
-    assert target.met_below_bytes == GI + 16
-    assert target.margin_bytes(1 * GI) == 8 * GI - 16 + 1
+    assert target.met_below == GI + 16
+    assert target.margin(1 * GI) == 8 * GI - 16 + 1
 
 
 def test_far_from_the_threshold_there_is_no_look_before_the_tick() -> None:
@@ -218,21 +219,21 @@ def test_a_fill_faster_than_the_floor_is_never_found_steady(times_floor: float, 
         assert not history.steady
 
 
-ROOT_TARGET = WatchTarget(Signal.MEMORY_AVAILABLE, "", 2 * GI, 512 * MI, "hard memory.available threshold")
-PODS_TARGET = WatchTarget(Signal.ALLOCATABLE_MEMORY_AVAILABLE, "kubepods", GI, 256 * MI,
+ROOT_TARGET = Target(N, 2 * GI, 512 * MI, "hard memory.available threshold")
+PODS_TARGET = Target(P, GI, 256 * MI,
                           "hard allocatableMemory.available threshold")
 
 
 @pytest.mark.parametrize(("working_sets", "met", "period_s"), [
-    ({"": 1000 * MI, "kubepods": 500 * MI}, None, (268 * MI + 1) / ASSUMED_FILL_BYTES_PER_S),  # the pods' margin
-    ({"": 1500 * MI, "kubepods": 500 * MI}, None, (36 * MI + 1) / ASSUMED_FILL_BYTES_PER_S),  # the root's
-    ({"": 1536 * MI, "kubepods": 500 * MI}, None, MIN_PERIOD_S),  # a byte short
-    ({"": 1536 * MI + 1, "kubepods": 500 * MI}, ROOT_TARGET, None),  # met: wake the loop, no look before the cycle
-    ({"kubepods": 800 * MI}, PODS_TARGET, None),  # the root unreadable: skipped, the cycle reports it
+    ({N: 1000 * MI, P: 500 * MI}, None, (268 * MI + 1) / ASSUMED_FILL_BYTES_PER_S),  # the pods' margin
+    ({N: 1500 * MI, P: 500 * MI}, None, (36 * MI + 1) / ASSUMED_FILL_BYTES_PER_S),  # the root's
+    ({N: 1536 * MI, P: 500 * MI}, None, MIN_PERIOD_S),  # a byte short
+    ({N: 1536 * MI + 1, P: 500 * MI}, ROOT_TARGET, None),  # met: wake the loop, no look before the cycle
+    ({P: 800 * MI}, PODS_TARGET, None),  # the root unreadable: skipped, the cycle reports it
     ({}, None, None),
 ])
 def test_a_look_finds_a_target_met_or_the_next_look_for_the_narrowest_margin(
-        working_sets: dict[str, int], met: WatchTarget | None, period_s: float | None) -> None:
+        working_sets: dict[Reading, int], met: Target | None, period_s: float | None) -> None:
     found = look({}, (ROOT_TARGET, PODS_TARGET), working_sets, now=1.0, until_tick_s=9.0)
     assert found.met == met
     assert found.period_s == period_s
@@ -240,25 +241,25 @@ def test_a_look_finds_a_target_met_or_the_next_look_for_the_narrowest_margin(
 
 def test_a_look_keeps_what_it_saw_of_the_targets_handed_again_only() -> None:
     steady = LookHistory(reference_bytes=37 * MI, since_s=0.0, steady=True)
-    other = WatchTarget(Signal.MEMORY_AVAILABLE, "", 2 * GI, 600 * MI, "another level")
-    found = look({ROOT_TARGET: steady, other: steady}, (ROOT_TARGET,), {"": 1500 * MI}, now=1.0, until_tick_s=9.0)
+    other = Target(N, 2 * GI, 600 * MI, "another level")
+    found = look({ROOT_TARGET: steady, other: steady}, (ROOT_TARGET,), {N: 1500 * MI}, now=1.0, until_tick_s=9.0)
     assert dict(found.histories) == {ROOT_TARGET: LookHistory(37 * MI, 0.0, True)}
     assert found.period_s == STEADY_MAX_PERIOD_S, "steady across the arming: the slow pace"
-    fresh = look({}, (ROOT_TARGET,), {"": 1500 * MI}, now=1.0, until_tick_s=9.0)
+    fresh = look({}, (ROOT_TARGET,), {N: 1500 * MI}, now=1.0, until_tick_s=9.0)
     assert fresh.period_s == (36 * MI + 1) / ASSUMED_FILL_BYTES_PER_S, "no history: the fast pace"
 
 
 @pytest.mark.parametrize(("working_sets", "until_tick_s", "met", "period_s", "released"), [
     # Still met: nothing else judged (the pods' target is met too), looked at again after HELD_PERIOD_S.
-    ({"": 1536 * MI + 1, "kubepods": 800 * MI}, 9.0, None, HELD_PERIOD_S, False),
-    ({"kubepods": 500 * MI}, 9.0, None, HELD_PERIOD_S, False),  # unreadable: held still
-    ({"": 1536 * MI + 1}, HELD_PERIOD_S, None, None, False),  # the tick comes first: the cycle arms it again
+    ({N: 1536 * MI + 1, P: 800 * MI}, 9.0, None, HELD_PERIOD_S, False),
+    ({P: 500 * MI}, 9.0, None, HELD_PERIOD_S, False),  # unreadable: held still
+    ({N: 1536 * MI + 1}, HELD_PERIOD_S, None, None, False),  # the tick comes first: the cycle arms it again
     # Released: every target judged at once, at the pace of the narrowest margin, or met again.
-    ({"": 1500 * MI, "kubepods": 500 * MI}, 9.0, None, (36 * MI + 1) / ASSUMED_FILL_BYTES_PER_S, True),
-    ({"": 1000 * MI, "kubepods": 800 * MI}, 9.0, PODS_TARGET, None, True),
+    ({N: 1500 * MI, P: 500 * MI}, 9.0, None, (36 * MI + 1) / ASSUMED_FILL_BYTES_PER_S, True),
+    ({N: 1000 * MI, P: 800 * MI}, 9.0, PODS_TARGET, None, True),
 ])
 def test_a_look_at_held_targets_waits_for_their_release_and_then_judges_the_targets(
-        working_sets: dict[str, int], until_tick_s: float, met: WatchTarget | None, period_s: float | None,
+        working_sets: dict[Reading, int], until_tick_s: float, met: Target | None, period_s: float | None,
         released: bool) -> None:
     found = look({}, (ROOT_TARGET, PODS_TARGET), working_sets, now=1.0, until_tick_s=until_tick_s,
                  held=(ROOT_TARGET,))
@@ -309,9 +310,9 @@ def test_with_a_budgeted_cap_the_window_and_the_floor_fill_follow_it(cap_s: floa
 
 def test_a_look_with_a_budgeted_cap_paces_a_steady_margin_by_it() -> None:
     steady = LookHistory(reference_bytes=37 * MI, since_s=0.0, steady=True)
-    found = look({ROOT_TARGET: steady}, (ROOT_TARGET,), {"": 1500 * MI}, now=1.0, until_tick_s=9.0,
+    found = look({ROOT_TARGET: steady}, (ROOT_TARGET,), {N: 1500 * MI}, now=1.0, until_tick_s=9.0,
                  steady_max_s=0.052)
     assert found.period_s == pytest.approx(0.052)
-    held = look({ROOT_TARGET: steady}, (ROOT_TARGET,), {"": 1500 * MI}, now=1.0, until_tick_s=9.0,
+    held = look({ROOT_TARGET: steady}, (ROOT_TARGET,), {N: 1500 * MI}, now=1.0, until_tick_s=9.0,
                 held=(ROOT_TARGET,), steady_max_s=0.052)
     assert held.released and held.period_s == pytest.approx(0.052), "released: judged with the same cap"

@@ -9,15 +9,13 @@ from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import Reading, Signal
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_percentage
-from evictd.core.wake import WATCHES, Looked, Target, Wake, WatchRow, look_period_s, used_seen
+from evictd.core.wake import WATCHES, Look, Target, Wake, WatchRow, look_period_s, used_seen
 from evictd.core.wake import look as row_look
 from evictd.core.wake import watch_targets as row_targets
 
 ROW = WATCHES[Reading.PIDS]
 ASSUMED_FORKS_PER_S = 10_000
 MIN_PERIOD_S = ROW.min_period_s
-PidLook = Looked
-PidTarget = Target
 
 
 def watch_targets(thresholds: list[Threshold], observed: Observation | None) -> tuple[Target, ...]:
@@ -32,12 +30,12 @@ def watch_period_s(margin: int, until_tick_s: float) -> float | None:
     return look_period_s(ROW, margin, until_tick_s)
 
 
-def look(targets: list[Target], tasks: int, until_tick_s: float) -> Looked:
+def look(targets: list[Target], tasks: int, until_tick_s: float) -> Look:
     return row_look(ROW, targets, tasks, until_tick_s)
 
 
 def test_the_pid_row_assumes_10000_forks_a_second_and_looks_at_most_10_times_a_second() -> None:
-    assert WatchRow(Wake.PID_WATCH, ASSUMED_FORKS_PER_S, 0.1) == ROW
+    assert WatchRow(Wake.PID_WATCH, ASSUMED_FORKS_PER_S, 0.1, counted=True) == ROW
     assert look_period_s(WatchRow(Wake.PID_WATCH, 0, 1.0), 5, 10.0) is None, "no rate: no paced look"
 
 
@@ -91,7 +89,7 @@ def test_without_an_observation_nothing_is_watched() -> None:
 
 
 def test_the_margin_is_the_tasks_that_can_start_before_the_threshold_is_met() -> None:
-    target = PidTarget(PID_MAX, 512, "hard pid.available threshold")
+    target = Target(Reading.PIDS, PID_MAX, 512, "hard pid.available threshold")
     assert target.margin(1535) == 2
     assert target.margin(1536) == 1, "available 512: not met, one more task meets it"
     assert target.margin(1537) == 0, "available 511 < 512: met"
@@ -118,21 +116,21 @@ def test_the_assumed_rate_looks_at_a_node_3000_pids_away_about_three_times_a_sec
     assert watch_period_s(30_000, 10.0) == pytest.approx(3.0)
 
 
-NEAR = PidTarget(PID_MAX, 512, "hard pid.available threshold")  # met from 1537 tasks
-FAR = PidTarget(PID_MAX, 100, "soft pid.available threshold")  # met from 1949 tasks
+NEAR = Target(Reading.PIDS, PID_MAX, 512, "hard pid.available threshold")  # met from 1537 tasks
+FAR = Target(Reading.PIDS, PID_MAX, 100, "soft pid.available threshold")  # met from 1949 tasks
 
 
 @pytest.mark.parametrize(("tasks", "expected"), [
-    pytest.param(500, PidLook(None, (1536 - 500 + 1) / ASSUMED_FORKS_PER_S), id="none-met-the-nearest-sets-the-pace"),
-    pytest.param(1000, PidLook(None, MIN_PERIOD_S), id="near-never-sooner-than-the-floor"),
-    pytest.param(1537, PidLook(NEAR, None), id="the-near-one-met"),
-    pytest.param(2000, PidLook(NEAR, None), id="both-met-the-first-reported"),
+    pytest.param(500, Look(None, (1536 - 500 + 1) / ASSUMED_FORKS_PER_S), id="none-met-the-nearest-sets-the-pace"),
+    pytest.param(1000, Look(None, MIN_PERIOD_S), id="near-never-sooner-than-the-floor"),
+    pytest.param(1537, Look(NEAR, None), id="the-near-one-met"),
+    pytest.param(2000, Look(NEAR, None), id="both-met-the-first-reported"),
 ])
-def test_a_look_finds_a_target_met_or_when_to_look_next(tasks: int, expected: PidLook) -> None:
+def test_a_look_finds_a_target_met_or_when_to_look_next(tasks: int, expected: Look) -> None:
     assert look([NEAR, FAR], tasks, 10.0) == expected
     assert look([FAR, NEAR], tasks, 10.0).period_s == expected.period_s
 
 
 def test_a_look_far_from_every_target_looks_no_more_before_the_tick() -> None:
-    assert look([NEAR, FAR], 100, 0.1) == PidLook(None, None)
-    assert look([], 100, 10.0) == PidLook(None, None)
+    assert look([NEAR, FAR], 100, 0.1) == Look(None, None)
+    assert look([], 100, 10.0) == Look(None, None)

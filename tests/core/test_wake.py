@@ -63,7 +63,7 @@ class Cadence:
         return Cadence(0.0, after_cycle(self.state, CycleSeen(started, cycle_failed=True), now)[0])
 
     def after_cleanup(self) -> Cadence:
-        return Cadence(0.0, after_cycle(self.state, CycleSeen(0.0, cleaned_up=True), 0.0)[0])
+        return self.woken([Wake.EVICTION])
 
     def woken(self, causes: list[str]) -> Cadence:
         return Cadence(0.0, (sensed(self.state, Sensed(tuple(causes)), 0.0) if causes else timer(self.state, 0.0))[0])

@@ -8,13 +8,12 @@ at 1536 MiB (its working-set level), and the usage level is that plus the inacti
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 import pytest
 
+from evictd.core.errors import SampleError
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
-from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
+from evictd.core.summary import MemoryStats
 from evictd.core.thresholds import Threshold, ThresholdValue
 from evictd.core.wake import (
     LEVEL_CLOSE_READING_EVERY_S,
@@ -23,6 +22,7 @@ from evictd.core.wake import (
     Firing,
     Followed,
     MemcgState,
+    MemoryFigures,
     Registration,
     Watch,
     memcg_after_cycle,
@@ -46,15 +46,16 @@ def stats(working_set_mib: int, inactive_mib: int) -> MemoryStats:
                        usage_bytes=(working_set_mib + inactive_mib) * MI)
 
 
-def summary(node: MemoryStats, pods: MemoryStats | None = None) -> Summary:
-    containers = {} if pods is None else {"pods": ContainerStats(name="pods", memory=pods)}
-    return Summary(node=NodeStats(memory=node, system_containers=MappingProxyType(containers)))
+def cycle_figures(node: MemoryStats) -> dict[Threshold, MemoryFigures | SampleError]:
+    """What a cycle that read the node at `node` hands the memcg rules (`Arming.memcg`): no pods figures."""
+    return {HARD_512: (node.available_bytes or 0, node.working_set_bytes or 0, node.usage_bytes or 0),
+            ALLOCATABLE_512: SampleError("summary", "incomplete")}
 
 
 def followed(state: MemcgState, working_set_mib: int, inactive_mib: int, at: float,
              fresh_root: int | None = None) -> tuple[MemcgState, Followed]:
     """The state after a cycle at `at` that read the node at these figures."""
-    return memcg_after_cycle(state, summary(stats(working_set_mib, inactive_mib)), fresh_root, cycle_at=at, now=at)
+    return memcg_after_cycle(state, cycle_figures(stats(working_set_mib, inactive_mib)), fresh_root, cycle_at=at, now=at)
 
 
 def armed_model(working_set_mib: int = 1000, inactive_mib: int = 100) -> MemcgState:
@@ -77,9 +78,9 @@ def test_the_first_cycle_registers_each_level_and_its_two_watches_at_once() -> N
         Registration(0, Watch.DROP, 1092 * MI, 1100 * MI),  # a step (8 MiB) below usage
         Registration(0, Watch.APPROACH, 1368 * MI, 1100 * MI),  # halfway from usage to the level
     )
-    # No pods system container: the kubelet's text, at a refresh only.
+    # No pods figures: reported at a refresh only.
     [(index, error)] = first.unreadable
-    assert index == 1 and error.reason == 'system container "pods" not found in metrics'
+    assert index == 1 and error.reason == "incomplete"
     _, later = followed(state, 1000, 100, 1.0)
     assert not later.at_once and later.unreadable == ()
 
@@ -227,7 +228,7 @@ def test_a_faster_close_reading_under_way_keeps_its_pace() -> None:
 ])
 def test_a_threshold_met_on_the_fresh_inactive_file_is_read_until_the_statistics_catch_up(
         fresh_root_mib: int | None, folder: str, read_closely: bool) -> None:
-    state, _ = memcg_after_cycle(MemcgState.of([HARD_512], [folder], ROOT), summary(stats(1500, 200)),
+    state, _ = memcg_after_cycle(MemcgState.of([HARD_512], [folder], ROOT), cycle_figures(stats(1500, 200)),
                                  None if fresh_root_mib is None else fresh_root_mib * MI, cycle_at=0.0, now=5.0)
     expected = CloseReading(7.5, "met once the kernel's statistics caught up", UNWATCHED_RECHECK_S)
     assert (state.read_closely.get(0) == expected) is read_closely

@@ -1,15 +1,11 @@
 """What the housekeeping loop sleeps on: the `Notifier` shape, the kernel's notifiers, and the `Waiter`.
 
-The kernel's notifiers: a cgroup v1 memory usage level (`MemcgThresholdNotifier`, the kubelet's memcg notifier: an
-eventfd registered through ``cgroup.event_control``; cgroup v2 has none) and a PSI trigger (`PsiNotifier`). The
-watches and the memcg notifier set that arms the levels are `evictd.adapters.sensors`'.
-
-Invariants: every notifier owns exactly one descriptor, opened O_CLOEXEC; a failed constructor closes what it
-opened and raises SampleError naming the file (a PSI trigger the kernel would refuse raises ConfigError before
-anything is opened); ``close()`` is idempotent. PSI files report POLLIN on every poll, so a notifier declares the
-bits that mean "fired" (`poll_events`). `Waiter.wake` writes one byte to a non-blocking self-pipe (safe from a
-signal handler or another thread; never lost, coalesced); everything else is for the thread that calls `wait`. A
-descriptor reporting an error or hang-up is dropped from the poll set until the next `set_notifiers`.
+The kernel's notifiers: a cgroup v1 usage level (`MemcgThresholdNotifier`, the kubelet's memcg notifier, an eventfd
+registered through ``cgroup.event_control``) and a PSI trigger (`PsiNotifier`); the watches are in `sensors`.
+Invariants: one descriptor each, O_CLOEXEC; a failed constructor closes what it opened and raises SampleError naming
+the file (a PSI trigger the kernel would refuse: ConfigError first); ``close()`` is idempotent; `poll_events` are
+the bits that mean "fired" (PSI files always report POLLIN). `Waiter.wake` writes a byte to a non-blocking
+self-pipe (signal-safe, coalesced); a descriptor in error or hung up leaves the poll set until `set_notifiers`.
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ import os
 import select
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from evictd.core.errors import SampleError
 from evictd.core.psi import format_us, psi_trigger
@@ -55,19 +51,8 @@ class Notifier(Protocol):
     def close(self) -> None: ...  # release the descriptor (and with it the kernel registration); idempotent
 
 
-@runtime_checkable
-class Rechecking(Protocol):
-    """A notifier that is sometimes blind (`MemcgNotifierSet` while the kernel registers a lower level): the Waiter
-    then polls at most `recheck_s` apart and asks `recheck` whether what it would have announced happened."""
-
-    @property
-    def recheck_s(self) -> float | None: ...  # None: not blind, the descriptor alone says it
-
-    def recheck(self) -> bool: ...  # True: it fired (its `cause` and `description` say what)
-
-
 def os_sample_error(path: str, exc: OSError) -> SampleError:
-    """Return the SampleError for an OSError raised while working on `path` (the one mapping place)."""
+    """The SampleError for an OSError raised on `path` (the one mapping place)."""
     name = errno.errorcode.get(exc.errno, "") if exc.errno is not None else ""
     reason = exc.strerror or str(exc)
     return SampleError(path, f"{name}: {reason}" if name else reason)
@@ -86,23 +71,32 @@ class FdOwner:
     description: str
 
     def fileno(self) -> int:
-        """Return the descriptor; raises ValueError once closed (as a closed file object does)."""
+        """The descriptor; ValueError once closed (as a closed file object)."""
         if self._fd < 0:
             raise ValueError(f"notifier {self.description!r} is closed")
         return self._fd
 
     def close(self) -> None:
-        """Close the descriptor, which also removes the kernel registration. Idempotent."""
+        """Close the descriptor (and with it the kernel registration). Idempotent."""
         fd, self._fd = self._fd, -1
         close_quietly(fd)
+
+    def _read_eventfd(self, name: str) -> None:
+        """Reset the eventfd's counter (already read: nothing since); SampleError naming `name`."""
+        try:
+            os.eventfd_read(self.fileno())
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            raise os_sample_error(name, exc) from exc
 
 
 class Waiter:
     """Waits for the earliest of a deadline, a notifier firing, or `wake` (from a signal handler or thread)."""
 
     def __init__(self, monotonic: Callable[[], float]) -> None:
-        """`monotonic`: the loop's clock, which the deadlines of `wait` count by."""
-        self._monotonic = monotonic
+        """`monotonic`: the loop's clock (the sensors' deadlines count by it)."""
+        self.monotonic = monotonic
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._notifiers: tuple[Notifier, ...] = ()
         self._by_fd: dict[int, Notifier] = {}
@@ -143,9 +137,8 @@ class Waiter:
             os.write(self._write_fd, b"\0")
 
     def pending(self) -> bool:
-        """Whether the next `wait` would return at once: `wake` was called, or a notifier's event is ready (a blind
-        notifier's recheck is not run). Nothing is consumed. For a wait elsewhere on the loop (the node report's)
-        that a wake-up should end."""
+        """Whether the next `wait` would return at once: `wake` was called, or a notifier's event is ready. Nothing is
+        consumed. For a wait elsewhere on the loop (the node report's) that a wake-up should end."""
         self._check_open()
         for fd, revents in self._poll.poll(0):
             if fd == self._read_fd:
@@ -156,36 +149,13 @@ class Waiter:
         return False
 
     def wait(self, timeout_s: float, *, notifiers: bool = True) -> list[str]:
-        """Block until something fires or `timeout_s` passes; return the causes that fired, in order.
-
-        Returns ``[]`` on timeout, ``"signal"`` for `wake`, and each firing notifier's cause once
-        (``"memcg"``, ``"psi"``). Fired events are consumed, so they are not reported twice. A signal
-        whose handler does not call `wake` does not end the wait early (the poll is resumed).
-        With `notifiers` False only `wake` ends the wait early: the notifiers are neither polled nor rechecked,
-        and what fires meanwhile stays pending for the next wait that polls them.
-        Raises SampleError if consuming an event fails.
-        """
+        """Block until something fires or `timeout_s` passes; the causes that fired, in order, each once (``[]`` on
+        timeout, ``"signal"`` for `wake`), consumed. With `notifiers` False only `wake` ends it (what fires meanwhile
+        stays pending). A signal whose handler does not call `wake` does not end it. SampleError if a consume fails."""
         self._check_open()
-        deadline = self._monotonic() + timeout_s
-        if not notifiers:
-            while True:
-                left_ms = max(0, math.ceil(min((deadline - self._monotonic()) * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
-                if self._pipe_only.poll(left_ms):
-                    self._drain_pipe()
-                    return [Wake.SIGNAL]
-                if self._monotonic() >= deadline:
-                    return []
-        while True:
-            blind = [n for n in self._notifiers if isinstance(n, Rechecking) and n.recheck_s is not None]
-            left_s = max(0.0, deadline - self._monotonic())
-            step_s = min([left_s, *(n.recheck_s for n in blind if n.recheck_s is not None)])
-            timeout_ms = max(0, math.ceil(min(step_s * _MS_PER_S, MAX_POLL_TIMEOUT_MS)))
-            ready = self._poll.poll(timeout_ms)
-            if ready:
-                return self._fired(ready)
-            rechecked = [n.cause for n in blind if n.recheck()]
-            if rechecked or step_s >= left_s:
-                return list(dict.fromkeys(rechecked))
+        ready = (self._poll if notifiers else self._pipe_only).poll(
+            max(0, math.ceil(min(timeout_s * _MS_PER_S, MAX_POLL_TIMEOUT_MS))))
+        return self._fired(ready) if ready else []
 
     def _fired(self, ready: list[tuple[int, int]]) -> list[str]:
         causes: list[str] = []
@@ -241,14 +211,9 @@ class MemcgThresholdNotifier(FdOwner):
 
     def __init__(self, cgroup_dir: str, threshold_bytes: int, description: str, *, cause: str = Wake.MEMCG,
                  usage_seen: int | None = None) -> None:
-        """Register the threshold on ``<cgroup_dir>/memory.usage_in_bytes``.
-
-        `usage_seen` is the usage the level was computed from: when usage read after the registration is on
-        the other side of the level, it crossed while the kernel was not yet watching (a registration waits
-        for an RCU grace period), and the eventfd is signalled here as the kernel would have.
-        Raises SampleError (naming the file) when the level is negative, when the cgroup or its v1
-        files are missing (e.g. on cgroup v2), or when the kernel refuses the registration.
-        """
+        """Register the threshold on ``<cgroup_dir>/memory.usage_in_bytes``; when usage read after it is on the other
+        side of the level from `usage_seen`, it crossed before the kernel watched and the eventfd is signalled here.
+        SampleError (naming the file) for a negative level, missing v1 files, or a refused registration."""
         self._fd = -1
         self.cgroup_dir = cgroup_dir
         self.threshold_bytes = threshold_bytes
@@ -281,17 +246,11 @@ class MemcgThresholdNotifier(FdOwner):
         self._fd = event_fd
 
     def consume(self) -> None:
-        """Reset the eventfd counter (it counts crossings since the last read)."""
-        try:
-            os.eventfd_read(self.fileno())
-        except BlockingIOError:
-            pass  # already consumed: nothing crossed since
-        except OSError as exc:
-            raise os_sample_error(f"eventfd of {os.path.join(self.cgroup_dir, MEMORY_USAGE_FILE)}", exc) from exc
+        self._read_eventfd(f"eventfd of {os.path.join(self.cgroup_dir, MEMORY_USAGE_FILE)}")
 
 
 def _crossed(before: int, after: int, level: int) -> bool:
-    """True when usage went from one side of `level` to the other (the kernel's notion: below vs at or above)."""
+    """True when usage went from one side of `level` to the other (below vs at or above)."""
     return (before < level) != (after < level)
 
 
@@ -305,7 +264,7 @@ class NotifierFailure:
 
     @property
     def description(self) -> str:
-        """What the notifier is called in logs (`notifier_description`)."""
+        """What the notifier is called in logs."""
         return notifier_description(self.threshold, self.watch)
 
 
@@ -314,9 +273,8 @@ SYSTEM_MEMORY_PRESSURE = "/proc/pressure/memory"
 CAP_SYS_RESOURCE = 24
 
 
-
 def has_cap_sys_resource(proc_root: str = "/proc") -> bool:
-    """Return True when this process has CAP_SYS_RESOURCE in its effective set; SampleError if unreadable."""
+    """Whether this process has CAP_SYS_RESOURCE in its effective set; SampleError if unreadable."""
     path = os.path.join(proc_root, "self", "status")
     try:
         with open(path, encoding="ascii", errors="replace") as status:
@@ -341,15 +299,9 @@ class PsiNotifier(FdOwner):
     def __init__(self, path: str, stall_us: int, window_us: int, kind: str = "some", description: str = "", *,
                  privileged: bool | None = None, judge: Callable[[], bool] | None = None,
                  on_fire: Callable[[], None] | None = None) -> None:
-        """Open `path` and write the trigger.
-
-        `privileged` says whether the kernel will see CAP_SYS_RESOURCE; None reads it from ``/proc/self/status``.
-        `judge`, when given, is asked at each firing whether it may change the decision: when it says no, the
-        firing's cause is ``psi_far`` (a cycle is not due) instead of ``psi``. `on_fire`, when given, is told of
-        each firing first (a stall threshold's own trigger notes it for the readings after it).
-        Raises ConfigError (before opening anything) for a trigger the kernel would refuse, and SampleError naming
-        `path` when it cannot be opened or the kernel refuses the trigger anyway.
-        """
+        """Open `path` and write the trigger (`privileged`: CAP_SYS_RESOURCE, None: read it). At each firing
+        `on_fire` is told first, then `judge` asked whether it may change the decision (no: cause ``psi_far``).
+        ConfigError (before opening) for a trigger the kernel would refuse; SampleError naming `path` else."""
         self._fd = -1
         self.path = path
         self.cause = Wake.PSI
@@ -371,8 +323,7 @@ class PsiNotifier(FdOwner):
         self._fd = fd
 
     def consume(self) -> None:
-        """Tell `on_fire`, then judge the firing (`judge`); nothing else to do: the kernel clears a trigger's event
-        when poll reports it."""
+        """Tell `on_fire`, then judge the firing (the kernel clears a trigger's event when poll reports it)."""
         if self._on_fire is not None:
             self._on_fire()
         self.cause = Wake.PSI if self._judge is None or self._judge() else Wake.PSI_FAR

@@ -1,15 +1,12 @@
-"""The sensors between cycles: what carries out the wake-up model's plan and reports what it sensed.
+"""The sensors between cycles (`Sensors`): they carry out the wake model's `Plan` and report what they sensed.
 
-Each sensor is one Notifier for the Waiter (`evictd.adapters.notifiers`): a watch thread (`WatchThread`) that looks
-at one reading at the pace its `evictd.core.wake.WATCHES` row gives and signals its eventfd once when a look finds a
-threshold met (the memory watch, the refault watch, a `CountWatch` such as the pid watch), or the memcg notifier set
-(an epoll descriptor over every registered cgroup v1 level, registered where `evictd.core.wake`'s memcg rules say, in a
-thread of its own). They register, read and sleep; what to watch and what a reading means is the core's.
-
-Invariants: one descriptor each, O_CLOEXEC, `close` idempotent and stopping the threads; a thread never holds its
-lock while reading, looking, registering or waiting; a look armed by an arming replaced since is dropped; a source
-that cannot be read is skipped (the cycle reports it); `looks` counts the reads made.
-Over 500 lines because every sensor of the model is here, so a new reading is a row and a look, not a module.
+Each is one Notifier for the Waiter: a watch thread that looks at one reading at the pace of its
+`evictd.core.wake.WATCHES` row and signals its eventfd once a look finds a threshold met (memory, refaults, a
+`CountWatch` per counted reading), or the cgroup v1 memcg notifier set (an epoll descriptor over its levels,
+registered in a thread of its own). They register, read and sleep; what a reading means is the core's.
+Invariants: one descriptor each, O_CLOEXEC, `close` idempotent and stopping the threads; no lock held while
+reading, looking, registering or waiting; a look of an arming replaced since is dropped; an unreadable source is
+skipped (the cycle reports it). Over 500 lines: every sensor of the model is here, a new reading is a row.
 """
 
 from __future__ import annotations
@@ -22,7 +19,8 @@ import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupReader, v1_settled_usage_and_inactive_file, v1_usage
@@ -31,47 +29,17 @@ from evictd.adapters.notifiers import (
     MemcgThresholdNotifier,
     Notifier,
     NotifierFailure,
+    Waiter,
     os_sample_error,
 )
+from evictd.core import wake
 from evictd.core.errors import SampleError
 from evictd.core.memcg import armed_inactive_file
-from evictd.core.refault import memory_capacity_bytes
-from evictd.core.signals import Reading, Signal, spec_of
-from evictd.core.summary import Observation, Summary
+from evictd.core.signals import Reading, spec_of
 from evictd.core.thresholds import Threshold
-from evictd.core.wake import (
-    ASSUMED_FILL_BYTES_PER_S,
-    REFAULT_LOOK_S,
-    STEADY_MAX_PERIOD_S,
-    WATCHES,
-    Figures,
-    Firing,
-    LookHistory,
-    MemcgState,
-    Registration,
-    Target,
-    Wake,
-    Watch,
-    WatchedRefault,
-    WatchRow,
-    WatchTarget,
-    look,
-    memcg_after_cycle,
-    memcg_fired,
-    memcg_installed,
-    memcg_may_change_decision,
-    memcg_rechecked,
-    memcg_registered,
-    memory_look,
-    notifier_description,
-    refault_look,
-    steady_max_period_s,
-    used_seen,
-    watch_plan,
-    watch_targets,
-    watched_shares,
-)
+from evictd.core.wake import Wake, Watch
 
+T = TypeVar("T")
 # On v2, a look's cost is measured over this many looks at a time: about two 10 ms ticks of a tick-accounting kernel.
 LOOK_COST_WINDOW = 32
 
@@ -116,12 +84,12 @@ class WatchThread(FdOwner):
                 self._thread.start()
 
     def _look(self, armed: Any, generation: int) -> float | None:
-        """Look once at what `armed` (handed by arming `generation`) watches; return how long until the next look,
-        or None to idle until the next arming (after `_signal_loop`, or when there is nothing to look at before it)."""
+        """Look once at what arming `generation` handed; the delay to the next look, or None to idle until the next
+        arming."""
         raise NotImplementedError
 
     def _idle(self) -> None:
-        """Called on the thread when it goes idle (what the looks kept is no history of the time it does not look)."""
+        """The thread goes idle (what the looks kept is no history of the time it does not look)."""
 
     def _signal_loop(self) -> None:
         """Wake the loop (once until it consumes)."""
@@ -130,12 +98,7 @@ class WatchThread(FdOwner):
             os.eventfd_write(self.fileno(), 1)
 
     def consume(self) -> None:
-        try:
-            os.eventfd_read(self.fileno())
-        except BlockingIOError:
-            pass  # already consumed
-        except OSError as exc:
-            raise os_sample_error(f"eventfd of the {self.description}", exc) from exc
+        self._read_eventfd(f"eventfd of the {self.description}")
 
     def _run(self) -> None:
         while True:
@@ -157,7 +120,7 @@ class WatchThread(FdOwner):
             self._wait(period)
 
     def _wait(self, timeout_s: float | None) -> None:
-        """Sleep until an arming or `close` signals the thread's eventfd, or `timeout_s` passed (None: no limit)."""
+        """Sleep until an arming or `close`, or `timeout_s` (None: no limit)."""
         if self._wake_poll.poll(None if timeout_s is None else max(0, math.ceil(timeout_s * 1000))):
             with contextlib.suppress(BlockingIOError):
                 os.eventfd_read(self._wake_fd)
@@ -177,22 +140,21 @@ class WatchThread(FdOwner):
 
 
 class MemoryWatch(WatchThread):
-    """A Notifier for the Waiter: its eventfd is signalled when a watched memory threshold is found met."""
+    """Signals its eventfd when a watched memory threshold is found met."""
 
     cause = Wake.MEMORY_WATCH
 
-    def __init__(self, cgroups: CgroupReader, thresholds: Sequence[Threshold], interval_s: float, *,
-                 monotonic: Callable[[], float], fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S,
+    def __init__(self, cgroups: CgroupReader, interval_s: float, *,
+                 monotonic: Callable[[], float], fill_bytes_per_s: int = wake.ASSUMED_FILL_BYTES_PER_S,
                  look_budget: bool = False,
                  thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
         super().__init__("memory watch", "evictd-memory-watch")
         self._cgroups = cgroups
-        self._thresholds = tuple(thresholds)
         self._interval_s = interval_s
         self._monotonic = monotonic
         self.fill_bytes_per_s = fill_bytes_per_s  # the fastest fill the looks are paced for
         # The thread's own: what the looks saw of each target; the arming whose held targets a look released.
-        self._histories: dict[WatchTarget, LookHistory] = {}
+        self._histories: dict[wake.Target, wake.LookHistory] = {}
         self._released: int | None = None
         # v2's `look_budget`: the steady cap follows the CPU per look over a window (start CPU, looks; None: idle).
         self.look_budget = look_budget
@@ -201,18 +163,8 @@ class MemoryWatch(WatchThread):
         self._look_cost_window = look_cost_window
         self.look_cpu_s: float | None = None
 
-    def follow(self, summary: Summary | None, observations: Mapping[Signal, Observation], now: float) -> None:
-        """Watch what a cycle that began at `now` and read `summary` left to watch (nothing without a Summary; while a
-        hard memory threshold is met, its release first: `evictd.core.wake.watch_plan`)."""
-        if summary is None:
-            self.arm((), now)
-            return
-        targets, held = watch_plan(self._thresholds, summary, self._cgroups.pods_cgroup())
-        self.arm(targets, now, held=held)
-
-    def arm(self, targets: Sequence[WatchTarget], now: float, *, held: Sequence[WatchTarget] = ()) -> None:
-        """Watch `targets` from `now` (monotonic seconds, when the cycle that computed them began), once none of
-        `held` is met any more."""
+    def arm(self, targets: Sequence[wake.Target], now: float, *, held: Sequence[wake.Target] = ()) -> None:
+        """Watch `targets` from `now` (the cycle's start), once none of `held` is met any more."""
         self._arm((tuple(targets), tuple(held), now), bool(targets))
 
     def _idle(self) -> None:
@@ -220,11 +172,10 @@ class MemoryWatch(WatchThread):
         self._cost_window = None  # a window spans looks only: the next one starts at the next look
 
     def _steady_max_s(self) -> float:
-        """The steady cap of this look: on v2 from the thread's CPU per look (`look_cpu_s`), read once a look and
-        taken over `LOOK_COST_WINDOW` looks at a time, smoothed by an eighth (a tick-accounting kernel charges whole
-        ticks); the fixed cap on v1."""
+        """This look's steady cap: on v2 from the thread's CPU per look over `LOOK_COST_WINDOW` looks, smoothed by an
+        eighth (a tick-accounting kernel charges whole ticks); the fixed cap on v1."""
         if not self.look_budget:
-            return STEADY_MAX_PERIOD_S
+            return wake.STEADY_MAX_PERIOD_S
         cpu = self._thread_cpu()
         if self._cost_window is None:
             self._cost_window = (cpu, 0)
@@ -237,25 +188,25 @@ class MemoryWatch(WatchThread):
                 spent = (cpu - start) / looks
                 self.look_cpu_s = spent if self.look_cpu_s is None else self.look_cpu_s + (spent - self.look_cpu_s) / 8
                 self._cost_window = (cpu, 0)
-        return steady_max_period_s(self.look_cpu_s)
+        return wake.steady_max_period_s(self.look_cpu_s)
 
-    def _look(self, armed: tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...], float],
+    def _look(self, armed: tuple[tuple[wake.Target, ...], tuple[wake.Target, ...], float],
               generation: int) -> float | None:
-        """Read each target's cgroup once; signal the eventfd and return None when `look` finds one met, else the
-        next period."""
+        """Read each target's cgroup once; signal the loop and idle when one is met, else the next period."""
         targets, held, armed_at = armed
         steady_max_s = self._steady_max_s()
         if self._released == generation:
             held = ()
-        working_sets: dict[str, int] = {}
-        for cgroup in dict.fromkeys(target.cgroup for target in targets):
+        working_sets: dict[Reading, int] = {}
+        for reading in dict.fromkeys(target.reading for target in targets):
+            cgroup = self._cgroups.pods_cgroup() if reading is Reading.PODS_MEMORY else ""
             try:
-                working_sets[cgroup] = self._cgroups.memory(cgroup, working_set_only=True).working_set_bytes
+                working_sets[reading] = self._cgroups.memory(cgroup, working_set_only=True).working_set_bytes
             except SampleError:
                 continue  # the cycle reports the unreadable source
             self.looks += 1
         now = self._monotonic()
-        found = memory_look(self._histories, targets, working_sets, now, self._interval_s - (now - armed_at),
+        found = wake.memory_look(self._histories, targets, working_sets, now, self._interval_s - (now - armed_at),
                      fill_bytes_per_s=self.fill_bytes_per_s, held=held, steady_max_s=steady_max_s)
         if found.released:
             self._released = generation
@@ -267,72 +218,55 @@ class MemoryWatch(WatchThread):
 
 
 class RefaultWatch(WatchThread):
-    """A Notifier for the Waiter: its eventfd is signalled when the node's refaults may meet a watched threshold."""
+    """Signals its eventfd when the node's refaults may meet a watched threshold."""
 
     cause = Wake.REFAULT_WATCH
 
-    def __init__(self, thresholds: Sequence[Threshold], *, gated: bool, monotonic: Callable[[], float],
-                 proc_root: str = "/proc", look_s: float = REFAULT_LOOK_S) -> None:
+    def __init__(self, *, gated: bool, monotonic: Callable[[], float], proc_root: str = "/proc",
+                 look_s: float = wake.REFAULT_LOOK_S) -> None:
         super().__init__("refault watch", "evictd-refault-watch")
-        self._thresholds = tuple(t for t in thresholds if t.signal is Signal.MEMORY_REFAULT)
         self._gated = gated
         self._proc_root = proc_root
         self._monotonic = monotonic
         self._look_s = look_s
-        self._watched = WatchedRefault()  # the thread's own readings, kept across armings
-
-    def follow(self, summary: Summary | None, observations: Mapping[Signal, Observation], now: float) -> None:
-        """Watch what a cycle that read `summary` and observed `observations` left to watch (nothing without a
-        Summary)."""
-        if summary is None:
-            self.arm((), None)
-            return
-        observed = observations.get(Signal.MEMORY_REFAULT)
-        self.arm(watched_shares(self._thresholds, observed), memory_capacity_bytes(summary.node.memory))
+        self._watched = wake.WatchedRefault()  # the thread's own readings, kept across armings
 
     def arm(self, shares: Sequence[int], memory_bytes: int | None) -> None:
         """Watch for the lowest of `shares` (basis points refaulted within the window) of `memory_bytes`."""
         self._arm((tuple(sorted(shares)), memory_bytes), bool(shares))
 
     def _look(self, armed: tuple[tuple[int, ...], int | None], generation: int) -> float | None:
-        """Read /proc/vmstat; signal the eventfd and idle when `look` says a cycle may find a threshold met."""
+        """Read /proc/vmstat; signal the loop and idle when a cycle may find a threshold met."""
         shares, memory_bytes = armed
         try:
             counts: procfs.VmstatCounts | None = procfs.vmstat_counts(self._proc_root)
         except SampleError:
             counts = None
         self.looks += 1
-        self._watched, wake = refault_look(self._watched, None if counts is None else counts.refault_file_bytes,
+        self._watched, woke = wake.refault_look(self._watched, None if counts is None else counts.refault_file_bytes,
                                    None if counts is None else counts.global_scan_pages, self._monotonic(),
                                    memory_bytes, shares, gated=self._gated)
-        if wake:
+        if woke:
             self._signal_loop()
             return None
         return self._look_s
 
 
 class MemcgNotifierSet:
-    """One memcg notifier per memory threshold and two watches beside it, registered where the memcg model says;
-    one Notifier for the Waiter (an epoll descriptor over every registered eventfd).
-
-    ``memory.available`` watches the memory hierarchy's root (`memory_root`), ``allocatableMemory.available`` the
-    pods cgroup under it (`pods_cgroup`); cgroup v2 has nothing to register. A firing is judged first (`consume`):
-    `cause` ``memcg`` when it may change the decision, ``memcg_rearm`` when it was page cache (re-armed, no cycle).
-    Re-arming runs in a thread of its own (a registration waits for an RCU grace period): the loop never waits for
-    it, and the old eventfd stays registered until the new one is. Where the kernel cannot say in time, the set
-    reads the figures itself (`recheck`) as often as the model says (`recheck_s`).
-    """
+    """A memcg level per memory threshold (``memory.available`` on `memory_root`, ``allocatableMemory.available`` on
+    its `pods_cgroup`) and two watches beside it, registered where the memcg model says; one Notifier (an epoll
+    descriptor). A firing is judged first (`consume`): ``memcg`` when it may change the decision, ``memcg_rearm``
+    for page cache. Re-arming runs in a thread (a registration waits for an RCU grace period); the old eventfd stays
+    until the new one is. Where the kernel cannot say in time, `recheck` reads in its place every `recheck_s`."""
 
     poll_events = select.POLLIN
 
     def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str, pods_cgroup: str,
                  monotonic: Callable[[], float], fresh_inactive_file: Callable[[], int] | None = None) -> None:
-        """`fresh_inactive_file` reads `memory_root`'s inactive file as it is now (``Inactive(file)`` of
-        /proc/meminfo), for a memory root that is the hierarchy's root; None: no such figure (see
-        `evictd.core.memcg.armed_inactive_file`)."""
+        """`fresh_inactive_file`: the hierarchy root's inactive file now (/proc/meminfo); None: none."""
         self.thresholds = tuple(t for t in thresholds if spec_of(t.signal).memcg_watched)
         pods_dir = os.path.join(memory_root, pods_cgroup.strip("/"))
-        self._model = MemcgState.of(
+        self._model = wake.MemcgState.of(
             self.thresholds, [pods_dir if spec_of(t.signal).reading is Reading.PODS_MEMORY else memory_root
                               for t in self.thresholds], memory_root)
         self.fresh_inactive_file = fresh_inactive_file  # None: memory.stat's figure alone
@@ -343,9 +277,9 @@ class MemcgNotifierSet:
         # Each registered eventfd's threshold index, which notifier of it, and the notifier.
         self._by_fd: dict[int, tuple[int, Watch, MemcgThresholdNotifier]] = {}
         self._lock = threading.Lock()  # the model, the slots, `_by_fd` and the epoll set: the loop's and the thread's
-        self._jobs: queue.SimpleQueue[Registration | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[wake.Registration | None] = queue.SimpleQueue()
         # The places with a registration in the thread's hands, each with the newer one asked for meanwhile.
-        self._pending: dict[tuple[int, Watch], Registration | None] = {}
+        self._pending: dict[tuple[int, Watch], wake.Registration | None] = {}
         self._failures: list[NotifierFailure] = []
         self.cause = Wake.MEMCG
         self.description = "memory eviction thresholds"
@@ -356,8 +290,7 @@ class MemcgNotifierSet:
 
     @property
     def notifiers(self) -> tuple[Notifier, ...]:
-        """What the Waiter polls: the set itself (an empty epoll set never fires), until closed. Kept in the
-        Waiter while nothing is registered, so that the Waiter never closes it."""
+        """What the Waiter polls: the set itself until closed (kept while nothing is registered)."""
         return () if self._epoll is None else (self,)
 
     def _armed(self, watch: Watch) -> tuple[MemcgThresholdNotifier, ...]:
@@ -390,10 +323,8 @@ class MemcgNotifierSet:
         return self._epoll.fileno()
 
     def consume(self) -> None:
-        """Acknowledge every eventfd that fired and have the model judge each firing on settled figures of its
-        cgroup (usage, inactive file, usage). When one may change the decision, `cause` is ``memcg``; otherwise it
-        is ``memcg_rearm`` and the set re-arms what the model asks (in the thread). `description` names the firings
-        that need the cycle, or else all that fired."""
+        """Acknowledge the eventfds that fired and have the model judge them on fresh figures: `cause` ``memcg`` when
+        one may change the decision, else ``memcg_rearm`` (re-armed in the thread); `description` names them."""
         fired: list[tuple[int, Watch, MemcgThresholdNotifier]] = []
         with self._lock:
             if self._epoll is None:
@@ -406,38 +337,28 @@ class MemcgNotifierSet:
         figures = self._read_figures(self._model.cgroup_dirs[index] for index, _, _ in fired)
         now = self._monotonic()
         with self._lock:
-            firings = [Firing(index, watch, watch is Watch.LEVEL and notifier is self._slots[Watch.LEVEL][index])
+            firings = [wake.Firing(index, watch, watch is Watch.LEVEL and notifier is self._slots[Watch.LEVEL][index])
                        for index, watch, notifier in fired]
-            self._model, needing, registrations = memcg_fired(self._model, firings, figures, now)
+            self._model, needing, registrations = wake.memcg_fired(self._model, firings, figures, now)
         self.cause = Wake.MEMCG if any(needing) or not fired else Wake.MEMCG_REARM
         named = [notifier for (_, _, notifier), needs in zip(fired, needing, strict=True) if needs] or \
             [notifier for _, _, notifier in fired]
         self.description = ", ".join(notifier.description for notifier in named)
         self._submit(registrations)
 
-    def _read_figures(self, folders: Iterable[str]) -> dict[str, Figures | None]:
-        """Usage and the inactive file to arm with (`armed_inactive_file`: the root's fresh figure when lower) of
-        each folder, read once each; None where a read failed."""
-        figures: dict[str, Figures | None] = {}
-        for folder in folders:
-            if folder in figures:
-                continue
-            try:
-                usage, inactive_file = v1_settled_usage_and_inactive_file(folder)
-                fresh = self._fresh_root_inactive() if folder == self._model.memory_root else None
-                figures[folder] = usage, armed_inactive_file(inactive_file, fresh)
-            except SampleError:
-                figures[folder] = None
+    def _read_figures(self, folders: Iterable[str]) -> dict[str, wake.Figures | None]:
+        """Usage and the inactive file to arm with of each folder, read once each; None where a read failed."""
+        figures: dict[str, wake.Figures | None] = {}
+        for folder in dict.fromkeys(folders):
+            read = _quietly(v1_settled_usage_and_inactive_file, folder)
+            fresh = self._fresh_root_inactive() if read is not None and folder == self._model.memory_root else None
+            figures[folder] = None if read is None else (read[0], armed_inactive_file(read[1], fresh))
         return figures
 
     def _fresh_root_inactive(self) -> int | None:
-        """The memory root's inactive file as it is now (one read of /proc/meminfo), or None without one."""
-        if self.fresh_inactive_file is None:
-            return None
-        try:
-            return self.fresh_inactive_file()
-        except SampleError:
-            return None  # memory.stat's figure alone, as without one
+        """The memory root's inactive file now, or None (memory.stat's figure alone)."""
+        fresh = self.fresh_inactive_file
+        return None if fresh is None else _quietly(lambda _: fresh(), "")
 
     @property
     def recheck_s(self) -> float | None:
@@ -446,56 +367,41 @@ class MemcgNotifierSet:
             return self._model.recheck_s
 
     def recheck(self) -> bool:
-        """Read in the kernel's place what the model asks (usage where a level is being registered, usage and
-        memory.stat of each threshold read closely) and have it judged: True when a threshold crossed; then `cause`
-        is ``memcg`` and `description` names it, as a firing of its level would."""
+        """Read in the kernel's place what the model asks and have it judged: True when a threshold crossed (`cause`
+        ``memcg``, `description` naming it, as a firing of its level would)."""
         with self._lock:
             unwatched = dict(self._model.unwatched)
             closely = dict(self._model.read_closely)
-        unwatched_read = [(index, level, self._usage(self._model.cgroup_dirs[index]))
+        # Unreadable: the registration under way, or the next cycle, reports it.
+        unwatched_read = [(index, level, _quietly(v1_usage, self._model.cgroup_dirs[index]))
                           for index, level in unwatched.items()]
-        closely_read = [(index, reading, self._settled(self._model.cgroup_dirs[index]))
+        closely_read = [(index, reading, _quietly(v1_settled_usage_and_inactive_file, self._model.cgroup_dirs[index]))
                         for index, reading in closely.items()]
         now = self._monotonic()
         with self._lock:
-            self._model, crossed = memcg_rechecked(self._model, unwatched_read, closely_read, now)
+            self._model, crossed = wake.memcg_rechecked(self._model, unwatched_read, closely_read, now)
         if crossed:
             self.cause = Wake.MEMCG
             self.description = ", ".join(crossed)
         return bool(crossed)
 
-    @staticmethod
-    def _usage(folder: str) -> int | None:
-        try:
-            return v1_usage(folder)
-        except SampleError:
-            return None  # the registration under way reports what is wrong with the folder
-
-    @staticmethod
-    def _settled(folder: str) -> Figures | None:
-        try:
-            return v1_settled_usage_and_inactive_file(folder)
-        except SampleError:
-            return None  # not met: the next cycle reports the unreadable file
-
     def may_change_decision(self) -> bool:
-        """Whether a wake-up that names no threshold (a PSI trigger) may change the decision, on two fresh figures
-        of each watched cgroup (`memcg_may_change_decision`)."""
+        """Whether a wake-up naming no threshold (PSI) may change the decision (`memcg_may_change_decision`)."""
         with self._lock:
             folders = self._model.known_folders
         figures = self._read_figures(folders)
         with self._lock:
-            return memcg_may_change_decision(self._model, figures)
+            return wake.memcg_may_change_decision(self._model, figures)
 
-    def update(self, summary: Summary, now: float) -> list[NotifierFailure]:
-        """Follow the readings of a cycle that began at `now` (monotonic seconds; `memcg_after_cycle`) and return
-        the notifiers that failed: those whose readings give no level (at a refresh), the first arming's
-        registrations (made here and now), and the thread's since the last call."""
+    def update(self, figures: Mapping[Threshold, wake.MemoryFigures | SampleError], now: float
+               ) -> list[NotifierFailure]:
+        """Follow the `figures` of a cycle that began at `now` (`memcg_after_cycle`); the notifiers that failed since
+        the last call (the first arming's are registered here and now)."""
         with self._lock:
             errors, self._failures = self._failures, []
         fresh_root = self._fresh_root_inactive() if self._model.watches_root else None
         with self._lock:
-            self._model, followed = memcg_after_cycle(self._model, summary, fresh_root, cycle_at=now,
+            self._model, followed = wake.memcg_after_cycle(self._model, figures, fresh_root, cycle_at=now,
                                                       now=self._monotonic())
         errors += [NotifierFailure(self.thresholds[index], Watch.LEVEL, exc) for index, exc in followed.unreadable]
         if followed.at_once:
@@ -505,9 +411,9 @@ class MemcgNotifierSet:
             self._submit(followed.registrations)
         return errors
 
-    def _arm(self, registration: Registration) -> NotifierFailure | None:
-        """Register what `registration` asks for and put it in its place (a watch at a level <= 0, or beside no
-        level: none); return the failure, after which the place is empty. Any thread."""
+    def _arm(self, registration: wake.Registration) -> NotifierFailure | None:
+        """Register `registration` in its place (a watch at <= 0 or beside no level: none); the failure, which leaves
+        the place empty. Any thread."""
         index, watch, level = registration.index, registration.watch, registration.level
         new = None
         with self._lock:
@@ -515,7 +421,7 @@ class MemcgNotifierSet:
         if watch is Watch.LEVEL or not (level <= 0 or no_level):
             try:
                 new = MemcgThresholdNotifier(
-                    self._model.cgroup_dirs[index], level, notifier_description(self.thresholds[index], watch),
+                    self._model.cgroup_dirs[index], level, wake.notifier_description(self.thresholds[index], watch),
                     cause=Wake.MEMCG if watch is Watch.LEVEL else Wake.MEMCG_REARM,
                     usage_seen=registration.usage_bytes)
             except SampleError as exc:
@@ -535,7 +441,7 @@ class MemcgNotifierSet:
                 return False
             slots = self._slots[watch]
             old, slots[index] = slots[index], new
-            self._model = memcg_installed(self._model, index, watch, None if new is None else new.threshold_bytes)
+            self._model = wake.memcg_installed(self._model, index, watch, None if new is None else new.threshold_bytes)
             if new is not None:
                 self._by_fd[new.fileno()] = (index, watch, new)
                 self._epoll.register(new.fileno(), select.EPOLLIN)
@@ -544,10 +450,8 @@ class MemcgNotifierSet:
                 old.close()  # closing the eventfd also takes it out of the epoll set
             return True
 
-    def _submit(self, registrations: Iterable[Registration]) -> None:
-        """Hand `registrations` to the thread, one at a time per place: the newest asked for while one is in hand
-        follows it (dropping it would leave the place armed from older figures until the next cycle, an hour away
-        maybe)."""
+    def _submit(self, registrations: Iterable[wake.Registration]) -> None:
+        """Hand `registrations` to the thread, one at a time per place; the newest asked meanwhile follows it."""
         for registration in registrations:
             key = (registration.index, registration.watch)
             with self._lock:
@@ -568,7 +472,7 @@ class MemcgNotifierSet:
                     self._jobs.put(newer)
                 elif registration.watch is Watch.LEVEL:
                     # The kernel watches the newest level now.
-                    self._model = memcg_registered(self._model, registration.index)
+                    self._model = wake.memcg_registered(self._model, registration.index)
                 if failure is not None:
                     self._failures.append(failure)
 
@@ -591,44 +495,40 @@ class MemcgNotifierSet:
         if epoll is not None:
             epoll.close()
 
+def _quietly(read: Callable[[str], T], folder: str) -> T | None:
+    """`read(folder)`, or None when it cannot be read."""
+    try:
+        return read(folder)
+    except SampleError:
+        return None
+
+
 class CountWatch(WatchThread):
-    """A watch of one count a cycle reads (its `WatchRow`): `read` between ticks, near a crossing only.
+    """A watch of one count a cycle reads (its `WatchRow`, `counted`): `read` between ticks, near a crossing only,
+    judged by `evictd.core.wake.look`. A read that fails keeps the pace of the last count known (the cycle's at
+    first)."""
 
-    After every cycle `follow` hands it the thresholds of `signal` that cycle did not find met
-    (`evictd.core.wake.watch_targets`); a look judges `read()`'s count against them (`evictd.core.wake.look`). A read
-    that fails keeps the pace of the last count known (the cycle's at first)."""
-
-    def __init__(self, row: WatchRow, signal: Signal, thresholds: Sequence[Threshold], interval_s: float,
-                 read: Callable[[], int], *, monotonic: Callable[[], float]) -> None:
-        name = row.cause.replace("_", " ")
+    def __init__(self, reading: Reading, interval_s: float, read: Callable[[], int], *,
+                 monotonic: Callable[[], float]) -> None:
+        self.reading = reading
+        self._row = wake.WATCHES[reading]
+        self.cause = self._row.cause
+        name = self.cause.replace("_", " ")
         super().__init__(name, f"evictd-{name.replace(' ', '-')}")
-        self.cause = row.cause
-        self._row = row
-        self._signal = signal
-        self._thresholds = tuple(t for t in thresholds if t.signal is signal)
         self._interval_s = interval_s
         self._read = read
         self._monotonic = monotonic
         self._last_read: tuple[int, int] | None = None  # the arming a look read a count for, and that count
 
-    def follow(self, summary: Summary | None, observations: Mapping[Signal, Observation], now: float) -> None:
-        """Watch what a cycle that began at `now` and observed `observations` left to watch (nothing without a
-        Summary or an observation)."""
-        observed = None if summary is None else observations.get(self._signal)
-        if observed is None:
-            self.arm((), 0, now)
-            return
-        self.arm(watch_targets(self._thresholds, self._signal, observed), used_seen(observed), now)
-
-    def arm(self, targets: Sequence[Target], used: int, now: float) -> None:
+    def arm(self, targets: Sequence[wake.Target], used: int, now: float) -> None:
         """Watch `targets` from `now` (when the cycle that computed them began), `used` as the cycle saw; no look at
         all when none could come before the tick at that count."""
         targets = tuple(targets)
         until_tick_s = self._interval_s - (self._monotonic() - now)
-        near = bool(targets) and look(self._row, targets, used, until_tick_s).period_s is not None
+        near = bool(targets) and wake.look(self._row, targets, used, until_tick_s).period_s is not None
         self._arm((targets, used, now), near)
 
-    def _look(self, armed: tuple[tuple[Target, ...], int, float], generation: int) -> float | None:
+    def _look(self, armed: tuple[tuple[wake.Target, ...], int, float], generation: int) -> float | None:
         targets, cycle_used, armed_at = armed
         self.looks += 1
         try:
@@ -638,15 +538,78 @@ class CountWatch(WatchThread):
             used = last[1] if last is not None and last[0] == generation else cycle_used
         self._last_read = (generation, used)
         now = self._monotonic()
-        found = look(self._row, targets, used, self._interval_s - (now - armed_at))
+        found = wake.look(self._row, targets, used, self._interval_s - (now - armed_at))
         if found.met is not None:
             self.description = found.met.description
             self._signal_loop()
         return found.period_s
 
 
-def pid_watch(thresholds: Sequence[Threshold], interval_s: float, *, monotonic: Callable[[], float],
-              proc_root: str = "/proc") -> CountWatch:
-    """The pid watch: /proc/loadavg's task count (what the cycle reads) against ``pid.available``'s row."""
-    return CountWatch(WATCHES[Reading.PIDS], Signal.PID_AVAILABLE, thresholds, interval_s,
-                      lambda: procfs.running_tasks(proc_root), monotonic=monotonic)
+# What each counted row of `evictd.core.wake.WATCHES` reads (from a /proc root): a new counted reading is a row here.
+COUNT_READERS: Mapping[Reading, Callable[[str], int]] = MappingProxyType({Reading.PIDS: procfs.running_tasks})
+
+
+def count_watch(reading: Reading, interval_s: float, *, monotonic: Callable[[], float],
+                proc_root: str = "/proc") -> CountWatch:
+    """The watch of a counted `reading` (the pid watch: /proc/loadavg's task count against ``pid.available``)."""
+    return CountWatch(reading, interval_s, lambda: COUNT_READERS[reading](proc_root), monotonic=monotonic)
+
+
+class Sensors:
+    """Every sensor between cycles: arms them as a `Plan` says (`arm`) and waits on them (`wait`, the loop's
+    Waiter), reading in the kernel's place when the memcg model says (`recheck_s`)."""
+
+    def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier],
+                 memory_watch: MemoryWatch | None = None, refault_watch: RefaultWatch | None = None,
+                 counts: Sequence[CountWatch] = ()) -> None:
+        self.waiter = waiter
+        self.memcg = memcg
+        self.psi = tuple(psi)
+        self.memory_watch = memory_watch
+        self.refault_watch = refault_watch
+        self.counts = tuple(counts)
+
+    def arm(self, arming: wake.Arming) -> list[NotifierFailure]:
+        """Arm every sensor as `arming` says and keep them all in the Waiter; return the memcg notifiers that failed
+        (`MemcgNotifierSet.update`)."""
+        failures = [] if self.memcg is None or arming.memcg is None else self.memcg.update(arming.memcg, arming.at)
+        if self.memory_watch is not None:
+            self.memory_watch.arm(arming.memory, arming.at, held=arming.held)
+        if self.refault_watch is not None:
+            self.refault_watch.arm(arming.refault_shares, arming.memory_bytes)
+        for watch in self.counts:
+            watch.arm(*arming.counts.get(watch.reading, ((), 0)), arming.at)
+        wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi,
+                  *(w for w in (self.memory_watch, self.refault_watch, *self.counts) if w is not None))
+        if wanted != self.waiter.notifiers:
+            self.waiter.set_notifiers(wanted)
+        return failures
+
+    def wait(self, timeout_s: float, *, notifiers: bool = True) -> list[str]:
+        """`Waiter.wait`, in steps of the memcg model's `recheck_s` while it wants figures read in the kernel's place
+        (`MemcgNotifierSet.recheck` between steps: a crossing read there ends the wait as its firing would)."""
+        deadline = self.waiter.monotonic() + timeout_s
+        while True:
+            recheck_s = self.memcg.recheck_s if self.memcg is not None and notifiers else None
+            left_s = max(0.0, deadline - self.waiter.monotonic())
+            causes = self.waiter.wait(left_s if recheck_s is None else min(left_s, recheck_s), notifiers=notifiers)
+            if causes or recheck_s is None or self.memcg is None:
+                return causes
+            if self.memcg.recheck():
+                return [self.memcg.cause]
+            if recheck_s >= left_s:
+                return []
+
+    def wake(self) -> None:
+        self.waiter.wake()
+
+    def close(self) -> None:
+        self.waiter.close()
+
+    @property
+    def armed(self) -> frozenset[str]:
+        """The descriptions of the memcg notifiers registered now."""
+        if self.memcg is None:
+            return frozenset()
+        return frozenset(n.description for n in (*self.memcg.levels, *self.memcg.drop_watches,
+                                                 *self.memcg.approach_watches))

@@ -1,15 +1,10 @@
-"""The kubelet's memcg threshold notifier arithmetic and evictd's watches beside it, as pure functions.
+"""The kubelet's memcg threshold arithmetic and evictd's watches beside it, as pure functions.
 
-The kubelet (``memoryThresholdNotifier.UpdateThreshold``, KUBELET_SPEC §13) registers a usage level at which the
-threshold would be met: ``capacity - thresholdQuantity(capacity) + inactiveFile``, from the node's memory stats
-(``memory.available``) or the ``pods`` container's (``allocatableMemory.available``), refreshed when strictly more
-than 10 s passed. evictd goes further (docs/daemon.md, "Wake-ups"): a *drop watch* a step below usage and
-an *approach watch* halfway to the level have it judged again when page cache moves; a firing is judged on two
-fresh figures before it earns a cycle (`firing_needs_cycle`); near the level, or while ``memory.stat`` lags
-/proc/meminfo (`stats_behind`), the figures are read closely for a while.
-
-Invariants: no I/O, no clock (``now`` is an argument, monotonic seconds); errors use the kubelet's texts. A level
-from `memcg_threshold_bytes` may be zero or negative; the caller decides that it cannot be registered.
+The kubelet (``UpdateThreshold``, KUBELET_SPEC §13) registers the usage level at which a threshold would be met,
+``capacity - thresholdQuantity(capacity) + inactiveFile``, refreshed when strictly more than 10 s passed. evictd adds
+a *drop watch* a step below usage and an *approach watch* halfway to the level (docs/daemon.md, "Wake-ups"); a
+firing is judged on two fresh figures before it earns a cycle; near the level, or while ``memory.stat`` lags, the
+figures are read closely for a while. No I/O, no clock; errors use the kubelet's texts; a level may be <= 0.
 """
 
 from __future__ import annotations
@@ -30,10 +25,8 @@ NOTIFIER_REFRESH_INTERVAL_S = 10.0
 MEMCG_REARM_STEP_BYTES = 8 << 20
 # Within this distance of the level the drop watch is not moved (a registration takes tens of milliseconds).
 MEMCG_NEAR_LEVEL_BYTES = 64 << 20
-
-# A watch that fires this near the working-set level starts a close reading (the level may be stale)...
+# A watch that fires this near the working-set level starts a close reading, for `CLOSE_READING_S` (stale level).
 CLOSE_READING_BYTES = 2 * MEMCG_NEAR_LEVEL_BYTES
-# ...for this long.
 CLOSE_READING_S = 1.0
 
 # The kernel's memory.stat flush period (FLUSH_TIME, 2 s) plus a margin: how long memory.stat may lag.
@@ -49,12 +42,8 @@ PODS_MEMORY_SOURCE = f"summary node.systemContainers[{SYSTEM_CONTAINER_PODS}].me
 
 
 def memcg_threshold_bytes(threshold: Threshold, available_bytes: int, working_set_bytes: int, usage_bytes: int) -> int:
-    """Return the ``memory.usage_in_bytes`` level at which `threshold` would be met (may be <= 0).
-
-    Quantities keep their exact value until the end and are rounded up once, as the kubelet's
-    ``memcgThreshold.Value()`` does after ``Sub`` and ``Add``; percentages go through
-    `threshold_quantity` (float32 share of capacity, truncated).
-    """
+    """The ``memory.usage_in_bytes`` level at which `threshold` would be met (may be <= 0), rounded up once at the
+    end as the kubelet's ``memcgThreshold.Value()`` is."""
     capacity = Quantity.from_int(available_bytes + working_set_bytes, QuantityFormat.BINARY_SI)
     inactive_file = Quantity.from_int(usage_bytes - working_set_bytes, QuantityFormat.BINARY_SI)
     level = capacity - threshold_quantity(threshold.value, capacity) + inactive_file
@@ -69,8 +58,8 @@ def memcg_notifier_description(threshold: Threshold) -> str:
 
 
 def memory_stats_for(threshold: Threshold, summary: Summary) -> tuple[int, int, int]:
-    """Return ``(available_bytes, working_set_bytes, usage_bytes)`` the notifier of `threshold` uses, or raise
-    SampleError with the kubelet's text when one is absent."""
+    """``(available, working set, usage)`` bytes the notifier of `threshold` uses; SampleError (the kubelet's text)
+    when one is absent."""
     if threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
         source = PODS_MEMORY_SOURCE
         container = summary.node.system_containers.get(SYSTEM_CONTAINER_PODS)
@@ -86,27 +75,24 @@ def memory_stats_for(threshold: Threshold, summary: Summary) -> tuple[int, int, 
 
 
 def working_set_level(level: int, usage_bytes: int, working_set_bytes: int) -> int:
-    """Return the working set at which the threshold armed at `level` from these readings is met: the level
-    less the inactive file it holds (``ceil(capacity - threshold)``; the inactive file is a whole number of
-    bytes, so the rounding up of `memcg_threshold_bytes` carries over unchanged)."""
+    """The working set at which the threshold armed at `level` from these readings is met: the level less the
+    inactive file it holds."""
     return level - (usage_bytes - working_set_bytes)
 
 
 def working_set_from(usage_bytes: int, inactive_file_bytes: int) -> int:
-    """Return the working set of two figures read one after the other: usage less inactive file, never below 0
-    (cAdvisor's rule: a lagging ``memory.stat`` counts for no more than usage)."""
+    """Usage less inactive file, never below 0 (cAdvisor's rule)."""
     return max(0, usage_bytes - inactive_file_bytes)
 
 
 def level_from(working_set_level_bytes: int, usage_bytes: int, inactive_file_bytes: int) -> int:
-    """Return the usage level of a threshold whose working-set level is known, from two fresh figures: the
-    working-set level plus the inactive file as far as usage holds it (`working_set_from`)."""
+    """The usage level of a threshold at a known working-set level, from two fresh figures."""
     return working_set_level_bytes + usage_bytes - working_set_from(usage_bytes, inactive_file_bytes)
 
 
 def armed_inactive_file(stat_inactive_file_bytes: int, fresh_inactive_file_bytes: int | None) -> int:
-    """Return the inactive file a level is armed with: ``memory.stat``'s, or the fresh figure when lower (the
-    statistics may still count page cache already gone; a higher fresh figure is not used: the decision reads them)."""
+    """The inactive file a level is armed with: ``memory.stat``'s, or the fresh figure when lower (the statistics may
+    still count page cache already gone)."""
     if fresh_inactive_file_bytes is None:
         return stat_inactive_file_bytes
     return min(stat_inactive_file_bytes, fresh_inactive_file_bytes)
@@ -114,9 +100,8 @@ def armed_inactive_file(stat_inactive_file_bytes: int, fresh_inactive_file_bytes
 
 def stats_behind(working_set_level_bytes: int, usage_bytes: int, stat_inactive_file_bytes: int,
                  fresh_inactive_file_bytes: int | None) -> bool:
-    """True when the threshold is not met on ``memory.stat``'s inactive file but is on the fresh one, and the two
-    differ by more than a step (`MEMCG_REARM_STEP_BYTES`): the statistics, when they catch up, will say met, and
-    no usage threshold announces that moment (usage does not move)."""
+    """True when the threshold is met on the fresh inactive file but not yet on ``memory.stat``'s, more than a step
+    apart: no usage level announces the moment the statistics catch up."""
     if fresh_inactive_file_bytes is None:
         return False
     if stat_inactive_file_bytes - fresh_inactive_file_bytes <= MEMCG_REARM_STEP_BYTES:
@@ -126,10 +111,8 @@ def stats_behind(working_set_level_bytes: int, usage_bytes: int, stat_inactive_f
 
 
 def close_reading_until(now: float, *, met: bool, behind: bool, crossed_at: float | None) -> float | None:
-    """Until when (monotonic) a threshold is read closely after a cycle's readings, or None: `STATS_CATCH_UP_S` from
-    `now` while the statistics are behind (`stats_behind`); for a threshold the cycle saw not met whose level fired
-    less than `STATS_CATCH_UP_S` ago (at `crossed_at`: usage crossed, the statistics may not show it yet), that long
-    from the firing."""
+    """Until when a threshold is read closely after a cycle (None: not): `STATS_CATCH_UP_S` from `now` while the
+    statistics are behind, or from `crossed_at`, a firing of its level the statistics may not show yet."""
     if behind:
         return now + STATS_CATCH_UP_S
     if not met and crossed_at is not None and now - crossed_at < STATS_CATCH_UP_S:
@@ -138,10 +121,8 @@ def close_reading_until(now: float, *, met: bool, behind: bool, crossed_at: floa
 
 
 def firing_needs_cycle(met: bool, *, drop_watch: bool, working_set_level_bytes: int, working_set_bytes: int) -> bool:
-    """True when a notifier that fired may have changed the decision, judged on the working set read after it
-    fired; False when it was page cache coming and going (re-arm, no cycle). A threshold `met` in the last cycle's
-    readings needs one once the working set is below its working-set level; of one not met, the level needs one
-    within a step (`MEMCG_REARM_STEP_BYTES`) of it or past it, a drop watch within `MEMCG_NEAR_LEVEL_BYTES`."""
+    """True when a firing may have changed the decision, judged on the working set read after it; False for page
+    cache (re-arm, no cycle): met, once below the level; not met, within a step of it (a drop watch: near it)."""
     if met:
         return working_set_bytes < working_set_level_bytes
     if not drop_watch:
@@ -150,36 +131,32 @@ def firing_needs_cycle(met: bool, *, drop_watch: bool, working_set_level_bytes: 
 
 
 def level_unwatched_until_registered(level: int, usage_bytes: int, armed_level: int | None, met: bool) -> bool:
-    """True when, until the kernel watches `level` (a registration waits for an RCU grace period), a crossing of it
-    could go unannounced: not met, usage below it, and the level still armed cannot stand in (none, higher, or
-    already passed by usage)."""
+    """True when a crossing of `level` could go unannounced until it is registered: not met, usage below it, and
+    the level still armed cannot stand in (none, higher, or passed)."""
     if met or usage_bytes >= level:
         return False
     return armed_level is None or level < armed_level or usage_bytes >= armed_level
 
 
 def drop_watch_wanted(level: int, usage_bytes: int) -> int:
-    """Return the drop watch's level beside a threshold level computed from `usage_bytes` (<= 0: none). A
-    threshold met in these readings has none: usage falling cannot make it met."""
+    """The drop watch's level beside a threshold level (<= 0: none; none when met)."""
     return 0 if usage_bytes >= level else drop_watch_level(usage_bytes)
 
 
 def drop_watch_level(usage_bytes: int) -> int:
-    """Return the usage level of the drop watch armed at `usage_bytes` (may be <= 0: then there is none)."""
+    """The usage level of the drop watch armed at `usage_bytes` (<= 0: none)."""
     return usage_bytes - MEMCG_REARM_STEP_BYTES
 
 
 def approach_watch_level(level: int, usage_bytes: int) -> int:
-    """Return the usage level of the approach watch beside a threshold level computed from `usage_bytes` (<= 0:
-    none): halfway from usage to the level, while the level is more than `CLOSE_READING_BYTES` above usage."""
+    """The approach watch's level: halfway from usage to the level while that is over `CLOSE_READING_BYTES`, else 0."""
     gap = level - usage_bytes
     return usage_bytes + gap // 2 if gap > CLOSE_READING_BYTES else 0
 
 
 def approach_watch_stale(armed_watch: int | None, level: int, usage_bytes: int) -> bool:
-    """True when the approach watch should move to `approach_watch_level(level, usage_bytes)`: usage passed it (it
-    fired), there is none and one is wanted, one is armed and none is wanted, or the wanted one is more than
-    `MEMCG_NEAR_LEVEL_BYTES` away from it (the level or usage moved)."""
+    """True when the approach watch should move: fired, wanted and absent, armed and unwanted, or more than
+    `MEMCG_NEAR_LEVEL_BYTES` from where it is wanted."""
     wanted = approach_watch_level(level, usage_bytes)
     if armed_watch is None:
         return wanted > 0
@@ -199,9 +176,8 @@ def level_moved(armed_level: int, level: int) -> bool:
 
 
 def drop_watch_stale(armed_watch: int | None, level: int, usage_bytes: int) -> bool:
-    """True when the drop watch should move to `drop_watch_level(usage_bytes)`: usage fell below it or rose more
-    than two steps above it, or there is none; never within `MEMCG_NEAR_LEVEL_BYTES` below the level (a crossing
-    may be about to be decided). Met, or no level left for it: a watch still armed is stale (to be closed)."""
+    """True when the drop watch should move: none, or more than a step from where it is wanted; never within
+    `MEMCG_NEAR_LEVEL_BYTES` of the level. Met, or usage too low: an armed one is to be closed."""
     if usage_bytes >= level:
         return armed_watch is not None  # met: a watch still armed is to be closed (`drop_watch_wanted`)
     wanted = drop_watch_level(usage_bytes)
@@ -213,5 +189,5 @@ def drop_watch_stale(armed_watch: int | None, level: int, usage_bytes: int) -> b
 
 
 def notifier_refresh_due(last_refresh_at: float | None, now: float) -> bool:
-    """Return True when notifiers must be rebuilt: never built yet, or strictly more than 10 s ago."""
+    """True when the notifiers must be rebuilt: never built, or strictly more than 10 s ago."""
     return last_refresh_at is None or now - last_refresh_at > NOTIFIER_REFRESH_INTERVAL_S

@@ -1,17 +1,14 @@
-"""Between-cycle attention: what woke the loop (`Wake`), how each reading is watched (`WATCHES`), when the next cycle
-is due (`WakeState` and its transitions `after_cycle`, `sensed`, `timer`, each returning the new state and a `Plan`).
+"""Between-cycle attention: what woke the loop (`Wake`), how each reading is watched (`WATCHES`), and `WakeState`'s
+transitions `after_cycle`, `sensed` and `timer`, each returning the new state and a `Plan` (what to arm, when to run).
 
-A cycle is due one interval after the last started, or sooner: a memory notification (memcg, PSI, memory watch)
-starts follow-ups at `NOTIFICATION_FOLLOW_UPS_S` until a cycle sees a threshold newly met (then one confirms a
-second later); a grace period's end; one more `WINDOW_FOLLOW_UP_S` after a PSI firing left a stall threshold
-unmet; at once after an eviction's clean-up and on a stop, the timer or another reading's watch. Wake-ups that
-can change nothing (`NO_CYCLE`; `psi` too while pressure is held) keep the deadline. Follow-ups end with a
-crossing not confirmed, every threshold far from met, or nothing new near while held. Memory that goes back by
-itself `FLAP_CHANGES` times within `FLAP_WINDOW_S` flaps: no follow-ups, and a notification brings a cycle about
-`FLAP_CYCLE_S` after the last (`flap_cycle_s`), not at once. On cgroup v1, `MemcgState` and its `memcg_*`
-transitions say which memcg levels to register, which firing earns a cycle and what to read in the kernel's place.
-Invariants: pure (no I/O, no clock: every time is an argument, monotonic seconds); states are immutable.
-Over 500 lines because it is the one model of between-cycle attention: schedule, watches and memcg rules together.
+A cycle is due one interval after the last started, or sooner: a memory notification starts follow-ups
+(`NOTIFICATION_FOLLOW_UPS_S`) until a cycle sees a threshold newly met (one confirms a second later); a grace
+period's end; `WINDOW_FOLLOW_UP_S` after a PSI firing left a stall threshold unmet; at once after the wait for
+evicted pods, a stop, the timer or another watch. `NO_CYCLE` wake-ups (and `psi` while pressure is held) keep the
+deadline. Memory that goes back by itself `FLAP_CHANGES` times in `FLAP_WINDOW_S` flaps: no follow-ups, a cycle
+about `FLAP_CYCLE_S` after the last. On cgroup v1, `MemcgState` and its `memcg_*` transitions say which levels to
+register, which firing earns a cycle and what to read in the kernel's place. Pure: every time is an argument
+(monotonic seconds), states are immutable. Over 500 lines: the one model of schedule, watches and memcg rules.
 """
 
 from __future__ import annotations
@@ -21,37 +18,16 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 
+from evictd.core import memcg
 from evictd.core.engine import Assessment
 from evictd.core.errors import SampleError
-from evictd.core.memcg import (
-    CLOSE_READING_S,
-    STATS_CATCH_UP_S,
-    approach_watch_level,
-    approach_watch_stale,
-    armed_inactive_file,
-    close_reading_until,
-    close_reading_wanted,
-    drop_watch_stale,
-    drop_watch_wanted,
-    firing_needs_cycle,
-    level_from,
-    level_moved,
-    level_unwatched_until_registered,
-    memcg_notifier_description,
-    memcg_threshold_bytes,
-    memory_stats_for,
-    notifier_refresh_due,
-    stats_behind,
-    working_set_from,
-    working_set_level,
-)
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S, window_follow_up_wanted
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.refault import RefaultSample, next_samples, refault_figure
+from evictd.core.refault import RefaultSample, memory_capacity_bytes, next_samples, refault_figure
 from evictd.core.settled import near_crossing, near_unmet_crossing, spread
 from evictd.core.signals import Operator, Reading, Signal, spec_of
 from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, CounterTrend, next_trend
-from evictd.core.summary import STALL_BASIS_POINTS, Observation, Summary, signal_observations
+from evictd.core.summary import STALL_BASIS_POINTS, SYSTEM_CONTAINER_PODS, Observation, Summary, signal_observations
 from evictd.core.thresholds import Threshold, threshold_quantity
 
 
@@ -84,45 +60,45 @@ GRACE_END_MARGIN_S = 0.002
 # Memory flaps after this many changes (gone back by itself) within this window (10 s: the kubelet's interval).
 FLAP_CHANGES = 4
 FLAP_WINDOW_S = 10.0
-# While flapping, a notification brings a cycle about this often (the kubelet reads once per 10 s tick)...
+# While flapping, a notification brings a cycle about this often, varied up to `FLAP_CYCLE_MAX_S` (`flap_cycle_s`).
 FLAP_CYCLE_S = 1.0
-# ...varied between half and one and a half of it (`flap_cycle_s`).
 FLAP_CYCLE_MAX_S = 1.5 * FLAP_CYCLE_S
 
 
 @dataclass(frozen=True, slots=True)
 class WatchRow:
-    """How one reading is watched between cycles, as a `SignalSpec` says how it is decided: the fastest its figure is
-    assumed to move toward a threshold (`rate_per_s`; None: the kernel announces it, nothing is looked at), the
-    shortest period between looks, the longest at a steady margin (None: no steady pace), and the wake-up's cause."""
+    """How one reading is watched between cycles: the fastest its figure is assumed to move (None: the kernel
+    announces it), the shortest period between looks, the longest at a steady margin, the wake-up's cause, and
+    whether it is a count `look` judges (`counted`: the sensors' `COUNT_READERS` read it)."""
 
     cause: Wake
     rate_per_s: float | None
     min_period_s: float
     steady_cap_s: float | None = None
+    counted: bool = False
 
 
-# What the loop has not done for this many intervals is stale (an outage, not a restart)...
+# A cycle is stale this many intervals on (an outage, not a restart), never before `MIN_STALE_AFTER_S` (one slow one).
 STALE_AFTER_INTERVALS = 3
-# ...but never before this, so that a 1 s interval does not call one slow cycle stale.
 MIN_STALE_AFTER_S = 30.0
 
 
 def flap_cycle_s(count: int) -> float:
-    """When the `count`-th cycle a notification brings while flapping is due after the last start: spread over
-    [0.5, 1.5) `FLAP_CYCLE_S`, so that the readings never keep step with a periodic tenant."""
+    """The `count`-th flapping cycle's delay after the last start, spread over [0.5, 1.5) `FLAP_CYCLE_S` (never in
+    step with a periodic tenant)."""
     return FLAP_CYCLE_S * (0.5 + spread(count))
 
 
 def stale_after_s(housekeeping_interval_s: float) -> float:
-    """How long after the loop's last cycle (or the state it wrote) that cycle is stale."""
+    """How long after the loop's last cycle that cycle is stale."""
     return max(STALE_AFTER_INTERVALS * housekeeping_interval_s, MIN_STALE_AFTER_S)
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One threshold a watch looks at: met once ``capacity - used < met_below`` (whole units of its reading)."""
+    """One threshold a watch looks at: met once ``capacity - used < met_below`` (whole units of `reading`)."""
 
+    reading: Reading
     capacity: int
     met_below: int
     description: str
@@ -132,34 +108,33 @@ class Target:
         return self.capacity - used - self.met_below + 1
 
 
+def _target(threshold: Threshold, observed: Observation) -> tuple[Target, bool] | None:
+    """`threshold`'s target on the cycle's `observed` figure and whether it is met there (None: not a `<` one)."""
+    if threshold.operator is not Operator.LESS_THAN:
+        return None
+    met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()  # available < ceil(quantity)
+    kind = "hard" if threshold.is_hard else "soft"
+    return (Target(spec_of(threshold.signal).reading, observed.capacity.ceil_int(), met_below,
+                   f"{kind} {threshold.signal} threshold"), observed.available.ceil_int() < met_below)
+
+
 def watch_targets(thresholds: Sequence[Threshold], signal: Signal, observed: Observation | None
                   ) -> tuple[Target, ...]:
-    """The `signal` thresholds to watch after a cycle that observed it as `observed` (None: nothing): those not met
-    (a met one's crossing is decided), and none while a hard one is met (the loop acts on every cycle then)."""
-    if observed is None:
+    """The `signal` thresholds not met in `observed` (None: none), none while a hard one is met."""
+    judged = [(t, *j) for t in thresholds if observed and t.signal is signal and (j := _target(t, observed))]
+    if any(met and threshold.is_hard for threshold, _, met in judged):
         return ()
-    capacity, available = observed.capacity.ceil_int(), observed.available.ceil_int()
-    targets = []
-    for threshold in thresholds:
-        if threshold.signal is not signal or threshold.operator is not Operator.LESS_THAN:
-            continue
-        met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()  # available < ceil(quantity)
-        if available < met_below:
-            if threshold.is_hard:
-                return ()
-            continue
-        targets.append(Target(capacity, met_below, f"{'hard' if threshold.is_hard else 'soft'} {signal} threshold"))
-    return tuple(targets)
+    return tuple(target for _, target, met in judged if not met)
 
 
 def used_seen(observed: Observation) -> int:
-    """What the cycle saw used of the reading (capacity less available)."""
+    """Capacity less available."""
     return observed.capacity.ceil_int() - observed.available.ceil_int()
 
 
 def look_period_s(row: WatchRow, margin: int, until_tick_s: float) -> float | None:
-    """How long to wait before the next look with `margin` left and the tick `until_tick_s` away: the margin at the
-    row's rate, never under its minimum period; None for no look before the tick (far, or met)."""
+    """The next look's delay with `margin` left: margin / rate, at least the row's minimum; None: none before the
+    tick `until_tick_s` away (far, or met)."""
     if margin <= 0 or not row.rate_per_s:
         return None
     period = max(margin / row.rate_per_s, row.min_period_s)
@@ -167,30 +142,31 @@ def look_period_s(row: WatchRow, margin: int, until_tick_s: float) -> float | No
 
 
 @dataclass(frozen=True, slots=True)
-class Looked:
-    """What one look found: the target met (None: none; the loop is woken), the time to the next look (None: idle)."""
+class Look:
+    """What one look found: the target met (None: none), the time to the next look (None: idle); a memory look also
+    the histories to hand to the next and whether the held targets were released."""
 
     met: Target | None
     period_s: float | None
+    histories: Mapping[Target, LookHistory] = field(default_factory=dict)
+    released: bool = False
 
 
-def look(row: WatchRow, targets: Sequence[Target], used: int, until_tick_s: float) -> Looked:
-    """Judge a look that read `used`, the tick `until_tick_s` away: the first target met, or the soonest next look."""
+def look(row: WatchRow, targets: Sequence[Target], used: int, until_tick_s: float) -> Look:
+    """Judge a look that read `used`: the first target met, or the soonest next look."""
     periods = []
     for target in targets:
         margin = target.margin(used)
         if margin <= 0:
-            return Looked(target, None)
+            return Look(target, None)
         if (period := look_period_s(row, margin, until_tick_s)) is not None:
             periods.append(period)
-    return Looked(None, min(periods, default=None))
+    return Look(None, min(periods, default=None))
 
 
 @dataclass(frozen=True, slots=True)
 class CycleSeen:
-    """What the schedule needs of a finished cycle (`of`): the memory thresholds met, whether pressure is held,
-    the crossing not confirmed, a memory threshold near (met or unmet), the first grace end, a stall threshold
-    left unmet, whether evictd acted for real; `cycle_failed`: no report; `cleaned_up`: evicted, pods waited for."""
+    """What the schedule and the sensors need of a finished cycle (`of`; `cycle_failed`: no report)."""
 
     started_at: float
     memory_met: frozenset[Threshold] = frozenset()
@@ -202,12 +178,12 @@ class CycleSeen:
     stall_unmet: bool = False
     acted: bool = False
     cycle_failed: bool = False
-    cleaned_up: bool = False
+    arm: Arming | None = None
 
     @classmethod
     def of(cls, started_at: float, thresholds: Sequence[Threshold], assessment: Assessment, *,
-           crossing_unconfirmed: bool, eviction_failed: bool, acted: bool, cleaned_up: bool = False) -> CycleSeen:
-        """The one place a cycle's report becomes what the schedule sees."""
+           crossing_unconfirmed: bool, eviction_failed: bool, acted: bool, summary: Summary | None = None) -> CycleSeen:
+        """The one place a cycle's report becomes what the schedule and the sensors see."""
         met = tuple(status.threshold for status in assessment.thresholds)
         return cls(started_at, frozenset(t for t in met if spec_of(t.signal).is_memory),
                    held=bool(met and not assessment.stale_signals and not eviction_failed),
@@ -215,34 +191,35 @@ class CycleSeen:
                    near_crossing=near_crossing(thresholds, assessment.observations),
                    unmet_near=near_unmet_crossing(thresholds, assessment.observations),
                    grace_ends_in_s=assessment.next_decision_in_s(),
-                   stall_unmet=window_follow_up_wanted(thresholds, met), acted=acted, cleaned_up=cleaned_up)
+                   stall_unmet=window_follow_up_wanted(thresholds, met), acted=acted,
+                   arm=arming(started_at, thresholds, summary, assessment.observations))
 
 
 @dataclass(frozen=True, slots=True)
 class Sensed:
-    """What ended a wait: the causes the sensors reported (`Wake` values), none being the timer."""
+    """What ended a wait: the causes the sensors reported (`Wake` values; none: the timer)."""
 
     causes: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What the loop does next: run the cycle at `due_at` (None: at once) and, while waiting, listen to the
-    notifiers or not (flapping, once the cycle is due within `FLAP_CYCLE_MAX_S` of the last one's start)."""
+    """What the loop does next: arm the sensors as `arm` says (None: as they are), run the cycle at `due_at` (None:
+    at once), and listen to the notifiers meanwhile or not (flapping, the cycle due within `FLAP_CYCLE_MAX_S`)."""
 
     due_at: float | None
     listening: bool = True
+    arm: Arming | None = field(default=None, compare=False)  # plans that schedule alike are alike
 
     def wait_s(self, now: float) -> float | None:
-        """How long to wait at `now` (0: only look for wake-ups); None: run the cycle at once."""
+        """How long to wait at `now` (0: poll once); None: run the cycle at once."""
         return None if self.due_at is None else max(0.0, self.due_at - now)
 
 
 @dataclass(frozen=True, slots=True)
 class WakeState:
-    """The schedule between two cycles. `follow_ups`: the delays still to come; `held`: the last cycle held
-    pressure; `changes`: when memory went back by itself within `FLAP_WINDOW_S`; `memory_met`, `acted`: the last
-    cycle's; `woken`: what ended the last wait (cleared by a cycle)."""
+    """The schedule between two cycles: the follow-up delays to come, when memory went back by itself within
+    `FLAP_WINDOW_S` (`changes`), the last cycle's facts, and what ended the last wait (`woken`)."""
 
     interval_s: float
     due_at: float | None = None
@@ -264,11 +241,7 @@ class WakeState:
 
 
 def after_cycle(state: WakeState, seen: CycleSeen, now: float) -> tuple[WakeState, Plan]:
-    """The cycle `seen` ended at `now`."""
-    if seen.cleaned_up:
-        new = replace(state, due_at=None, follow_ups=state.follow_ups[-1:], memory_met=seen.memory_met,
-                      acted=seen.acted, woken=frozenset())
-        return new, new.plan
+    """The cycle `seen` ended at `now`: the plan arms the sensors as it left them to watch."""
     if seen.cycle_failed:
         new = _scheduled(state, seen.started_at, now, CycleSeen(seen.started_at), newly_met=False, receded=False,
                          stall_follow_up=False)
@@ -277,7 +250,7 @@ def after_cycle(state: WakeState, seen: CycleSeen, now: float) -> tuple[WakeStat
                      receded=bool(state.memory_met - seen.memory_met) and not state.acted,
                      stall_follow_up=Wake.PSI in state.woken and seen.stall_unmet)
     new = replace(new, memory_met=seen.memory_met, acted=seen.acted)
-    return new, new.plan
+    return new, replace(new.plan, arm=seen.arm)
 
 
 def _scheduled(state: WakeState, started_at: float, now: float, seen: CycleSeen, *, newly_met: bool, receded: bool,
@@ -305,15 +278,15 @@ def _scheduled(state: WakeState, started_at: float, now: float, seen: CycleSeen,
 
 
 def sensed(state: WakeState, what: Sensed, now: float) -> tuple[WakeState, Plan]:
-    """A wait ended with `what` at `now`: a wake-up that earns a cycle makes it due (a notification restarts the
-    follow-ups); one that does not keeps the deadline."""
+    """A wait ended with `what`: a wake-up that earns a cycle makes it due (a notification restarts the follow-ups,
+    the end of the wait for evicted pods leaves the confirming one); one that does not keeps the deadline."""
     causes = frozenset(what.causes)
     new = replace(_woken(state, causes), woken=causes)
     return new, new.plan
 
 
 def timer(state: WakeState, now: float) -> tuple[WakeState, Plan]:
-    """A wait ended at `now` with nothing sensed: the cycle is due."""
+    """A wait ended with nothing sensed: the cycle is due."""
     new = replace(state, due_at=None, woken=frozenset({Wake.TIMER}))
     return new, new.plan
 
@@ -321,6 +294,8 @@ def timer(state: WakeState, now: float) -> tuple[WakeState, Plan]:
 def _woken(state: WakeState, causes: frozenset[str]) -> WakeState:
     if not causes:
         return replace(state, due_at=None)
+    if Wake.EVICTION in causes:
+        return replace(state, due_at=None, follow_ups=state.follow_ups[-1:])
     if causes <= (HELD_NO_CYCLE if state.held else NO_CYCLE):
         return state
     if causes <= NOTIFICATIONS | NO_CYCLE and state.flapping and state.last_started_at is not None:
@@ -332,11 +307,11 @@ def _woken(state: WakeState, causes: frozenset[str]) -> WakeState:
 
 
 def wakes(causes: Iterable[str]) -> tuple[Wake, ...]:
-    """The causes of a wait as `Wake` values, the timer when none."""
+    """`causes` as `Wake` values, the timer when none."""
     return tuple(Wake(cause) for cause in causes) or (Wake.TIMER,)
 
 
-# The memory watch (v2's only one without PSI; v1's backstop): each unmet threshold a `WatchTarget`.
+# The memory watch (v2's only one without PSI; v1's backstop): each unmet memory threshold a `Target`.
 # The fastest fill assumed: a process writing fresh pages on one core fills 1-2 GiB/s.
 ASSUMED_FILL_BYTES_PER_S = 1 << 30
 # On v1, the backstop of levels the kernel may announce late: a 4 GiB/s fill is still read within MIN_PERIOD_S.
@@ -357,49 +332,25 @@ STEADY_WINDOW_S = STEADY_MAX_PERIOD_S
 HELD_PERIOD_S = 0.5
 
 
-@dataclass(frozen=True, slots=True)
-class WatchTarget:
-    """One memory threshold to watch: met once ``capacity_bytes - working set of cgroup < met_below_bytes``
-    (`cgroup` relative to the memory hierarchy's root; ``""``: the root, for ``memory.available``)."""
-
-    signal: Signal
-    cgroup: str
-    capacity_bytes: int
-    met_below_bytes: int
-    description: str
-
-    def margin_bytes(self, working_set_bytes: int) -> int:
-        """How many bytes more the working set can grow before the threshold is met (<= 0: met)."""
-        return self.capacity_bytes - working_set_bytes - self.met_below_bytes + 1
-
-
-def watch_plan(thresholds: Sequence[Threshold], summary: Summary,
-               pods_cgroup: str) -> tuple[tuple[WatchTarget, ...], tuple[WatchTarget, ...]]:
-    """The memory watch's targets after a cycle that read `summary`, and the held ones: the memory thresholds not
-    met; with a hard one met, those held (looked at every `HELD_PERIOD_S` until released), then the others."""
+def watch_plan(thresholds: Sequence[Threshold], summary: Summary) -> tuple[tuple[Target, ...], tuple[Target, ...]]:
+    """The memory watch's targets after a cycle that read `summary`, and those held: the memory thresholds not met;
+    with a hard one met, the held ones (looked at every `HELD_PERIOD_S` until released) first."""
     observations = signal_observations(summary)
-    targets: list[WatchTarget] = []
-    held: list[WatchTarget] = []
+    targets: list[Target] = []
+    held: list[Target] = []
     for threshold in thresholds:
         observed = observations.get(threshold.signal)
-        spec = spec_of(threshold.signal)
-        if not spec.memcg_watched or observed is None or threshold.operator is not Operator.LESS_THAN:
+        if not spec_of(threshold.signal).memcg_watched or observed is None or not (j := _target(threshold, observed)):
             continue
-        met_below = threshold_quantity(threshold.value, observed.capacity).ceil_int()
-        met = observed.available.ceil_int() < met_below
-        if met and not threshold.is_hard:
-            continue  # decided by this cycle, not a crossing to catch
-        cgroup = pods_cgroup if spec.reading is Reading.PODS_MEMORY else ""
-        kind = "hard" if threshold.is_hard else "soft"
-        (held if met else targets).append(WatchTarget(threshold.signal, cgroup, observed.capacity.ceil_int(),
-                                                      met_below, f"{kind} {threshold.signal} threshold"))
+        target, met = j
+        if not met or threshold.is_hard:  # a soft one met is decided by this cycle, not a crossing to catch
+            (held if met else targets).append(target)
     return ((*held, *targets), tuple(held)) if held else (tuple(targets), ())
 
 
 @dataclass(frozen=True, slots=True)
 class LookHistory:
-    """What the looks at one target saw: the margin the current steady run is measured from (the highest since it
-    began), when it began, and whether it is long enough to be steady."""
+    """What the looks at one target saw: the margin its steady run is measured from, since when, and if it is steady."""
 
     reference_bytes: int
     since_s: float
@@ -407,8 +358,8 @@ class LookHistory:
 
 
 def steady_max_period_s(look_cpu_s: float | None) -> float:
-    """The steady cap on v2 for looks costing `look_cpu_s` each (None: not measured yet, the fixed cap): as long as
-    they spend at most `LOOK_CPU_SHARE` of a CPU, within `MIN_PERIOD_S` and `STEADY_MAX_PERIOD_S`."""
+    """v2's steady cap for looks of `look_cpu_s` each (None: not measured): `LOOK_CPU_SHARE` of a CPU, within
+    `MIN_PERIOD_S` and `STEADY_MAX_PERIOD_S`."""
     if look_cpu_s is None:
         return STEADY_MAX_PERIOD_S
     return min(max(look_cpu_s / LOOK_CPU_SHARE, MIN_PERIOD_S), STEADY_MAX_PERIOD_S)
@@ -416,9 +367,8 @@ def steady_max_period_s(look_cpu_s: float | None) -> float:
 
 def look_history(previous: LookHistory | None, margin_bytes: int, now: float, *,
                  steady_max_s: float = STEADY_MAX_PERIOD_S) -> LookHistory:
-    """The history after a look at `now` found `margin_bytes` (`previous`: None at the first look). Steady once the
-    margin stayed within `STEADY_TOLERANCE_BYTES` of the run's reference for `steady_max_s`; a look that sees it
-    shrink by more starts a new run, not steady."""
+    """The history after a look found `margin_bytes`: steady once it stayed within `STEADY_TOLERANCE_BYTES` of the
+    run's reference for `steady_max_s`; shrinking by more starts a new run."""
     if previous is None or previous.reference_bytes - margin_bytes > STEADY_TOLERANCE_BYTES:
         return LookHistory(margin_bytes, now, False)
     reference = max(previous.reference_bytes, margin_bytes)
@@ -428,9 +378,8 @@ def look_history(previous: LookHistory | None, margin_bytes: int, now: float, *,
 def watch_period_s(margin_bytes: int, until_tick_s: float, *, steady: bool = False,
                    fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S,
                    steady_max_s: float = STEADY_MAX_PERIOD_S) -> float | None:
-    """How long until the next look with `margin_bytes` left and the tick `until_tick_s` away: margin / fill rate,
-    at least `MIN_PERIOD_S`; at a `steady` margin up to margin / floor rate, capped at `steady_max_s`; None for no
-    look before the tick (far, or met)."""
+    """The next look's delay: margin / fill rate, at least `MIN_PERIOD_S`; at a `steady` margin up to margin / floor
+    rate, capped at `steady_max_s`; None: no look before the tick `until_tick_s` away (far, or met)."""
     if margin_bytes <= 0:
         return None
     period = max(margin_bytes / fill_bytes_per_s, MIN_PERIOD_S)
@@ -439,46 +388,34 @@ def watch_period_s(margin_bytes: int, until_tick_s: float, *, steady: bool = Fal
     return period if period < until_tick_s else None
 
 
-@dataclass(frozen=True, slots=True)
-class Look:
-    """What one memory look found: the histories to hand to the next, the target met (None: none; the loop is
-    woken), how long until the next look (None: none before the tick), and whether the held targets were released."""
-
-    histories: Mapping[WatchTarget, LookHistory]
-    met: WatchTarget | None
-    period_s: float | None
-    released: bool = False
-
-
-def memory_look(histories: Mapping[WatchTarget, LookHistory], targets: Sequence[WatchTarget],
-                working_sets: Mapping[str, int], now: float, until_tick_s: float, *,
-                fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, held: Sequence[WatchTarget] = (),
+def memory_look(histories: Mapping[Target, LookHistory], targets: Sequence[Target],
+                working_sets: Mapping[Reading, int], now: float, until_tick_s: float, *,
+                fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, held: Sequence[Target] = (),
                 steady_max_s: float = STEADY_MAX_PERIOD_S) -> Look:
-    """Judge a look at `now` that read `working_sets` (a cgroup missing: unreadable, its targets skipped). Only the
-    targets handed keep a history. While one of `held` is met (or unreadable) nothing else is judged and the next
-    look is `HELD_PERIOD_S` on; once none is, the look is `released` and judges `targets` at once."""
+    """Judge a look that read `working_sets` (one missing: unreadable, skipped); only `targets` keep a history. While
+    one of `held` is met or unreadable nothing else is judged; once none is, the look is `released`."""
     if held:
         for target in held:
-            working_set = working_sets.get(target.cgroup)
-            if working_set is None or target.margin_bytes(working_set) <= 0:
-                return Look({}, None, HELD_PERIOD_S if until_tick_s > HELD_PERIOD_S else None)
+            working_set = working_sets.get(target.reading)
+            if working_set is None or target.margin(working_set) <= 0:
+                return Look(None, HELD_PERIOD_S if until_tick_s > HELD_PERIOD_S else None)
         return replace(memory_look(histories, targets, working_sets, now, until_tick_s,
                                    fill_bytes_per_s=fill_bytes_per_s, steady_max_s=steady_max_s), released=True)
     kept = {target: history for target, history in histories.items() if target in targets}
     period: float | None = None
     for target in targets:
-        working_set = working_sets.get(target.cgroup)
+        working_set = working_sets.get(target.reading)
         if working_set is None:
             continue
-        margin = target.margin_bytes(working_set)
+        margin = target.margin(working_set)
         if margin <= 0:
-            return Look(kept, target, None)
+            return Look(target, None, kept)
         history = kept[target] = look_history(kept.get(target), margin, now, steady_max_s=steady_max_s)
         next_look = watch_period_s(margin, until_tick_s, steady=history.steady, fill_bytes_per_s=fill_bytes_per_s,
                                    steady_max_s=steady_max_s)
         if next_look is not None:
             period = next_look if period is None else min(period, next_look)
-    return Look(kept, None, period)
+    return Look(None, period, kept)
 
 
 # The refault watch reads /proc/vmstat this often while a refault threshold is unmet (no kernel notification).
@@ -533,11 +470,55 @@ WATCHES: Mapping[Reading, WatchRow] = MappingProxyType({
     Reading.NODE_MEMORY: WatchRow(Wake.MEMORY_WATCH, ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S, STEADY_MAX_PERIOD_S),
     Reading.PODS_MEMORY: WatchRow(Wake.MEMORY_WATCH, ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S, STEADY_MAX_PERIOD_S),
     # A C fork loop starts ~10,000 tasks a second; 10 reads of /proc/loadavg a second at most.
-    Reading.PIDS: WatchRow(Wake.PID_WATCH, 10_000, 0.1),
+    Reading.PIDS: WatchRow(Wake.PID_WATCH, 10_000, 0.1, counted=True),
     Reading.NODE_MEMORY_REFAULT: WatchRow(Wake.REFAULT_WATCH, 0, REFAULT_LOOK_S),
     Reading.NODE_MEMORY_STALL: WatchRow(Wake.PSI, None, 0.0),
     Reading.PODS_MEMORY_STALL: WatchRow(Wake.PSI, None, 0.0),
 })
+
+
+# A memcg threshold's readings in a cycle's Summary: available, working set and usage (bytes).
+MemoryFigures = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Arming:
+    """What a cycle that began at `at` leaves the sensors to watch (`arming`): the memory targets and those held, the
+    refault shares of `memory_bytes`, each counted reading's targets and count, each memcg threshold's figures
+    (None: no Summary, the levels stay; a threshold absent: nothing to watch)."""
+
+    at: float
+    memory: tuple[Target, ...] = ()
+    held: tuple[Target, ...] = ()
+    refault_shares: tuple[int, ...] = ()
+    memory_bytes: int | None = None
+    counts: Mapping[Reading, tuple[tuple[Target, ...], int]] = field(default_factory=dict)
+    memcg: Mapping[Threshold, MemoryFigures | SampleError] | None = None
+
+
+def arming(at: float, thresholds: Sequence[Threshold], summary: Summary | None,
+           observations: Mapping[Signal, Observation]) -> Arming:
+    """What a cycle that read `summary` (None: nothing) leaves the sensors to watch; an allocatable threshold on a
+    node without a pods container has no level, and that is not a failure."""
+    if summary is None:
+        return Arming(at)
+    memory, held = watch_plan(thresholds, summary)
+    counts = {}
+    for reading, row in WATCHES.items():
+        signal = next((s for s in observations if spec_of(s).reading is reading), None)
+        if row.counted and signal is not None:
+            counts[reading] = (watch_targets(thresholds, signal, observations[signal]), used_seen(observations[signal]))
+    levels: dict[Threshold, MemoryFigures | SampleError] = {}
+    pods = SYSTEM_CONTAINER_PODS in summary.node.system_containers
+    for threshold in thresholds:
+        spec = spec_of(threshold.signal)
+        if spec.memcg_watched and (pods or spec.reading is not Reading.PODS_MEMORY):
+            try:
+                levels[threshold] = memcg.memory_stats_for(threshold, summary)
+            except SampleError as exc:
+                levels[threshold] = exc
+    return Arming(at, memory, held, watched_shares(thresholds, observations.get(Signal.MEMORY_REFAULT)),
+                  memory_capacity_bytes(summary.node.memory), counts, levels)
 
 
 # cgroup v1's memcg notifiers: `MemcgState` and its `memcg_*` transitions (arithmetic: `evictd.core.memcg`).
@@ -545,7 +526,6 @@ WATCHES: Mapping[Reading, WatchRow] = MappingProxyType({
 UNWATCHED_RECHECK_S = 0.002
 # After a level fired near it for page cache, memory.stat is read this often (it may still count dropped pages).
 LEVEL_CLOSE_READING_EVERY_S = 0.02
-
 # Two figures of a cgroup read one after the other: usage and inactive file (bytes).
 Figures = tuple[int, int]
 
@@ -562,14 +542,13 @@ _WATCH_SUFFIXES = {Watch.LEVEL: "", Watch.DROP: ": usage fell", Watch.APPROACH: 
 
 
 def notifier_description(threshold: Threshold, watch: Watch) -> str:
-    """Return what the notifier `watch` of `threshold` is called in logs."""
-    return memcg_notifier_description(threshold) + _WATCH_SUFFIXES[watch]
+    """What the notifier `watch` of `threshold` is called in logs."""
+    return memcg.memcg_notifier_description(threshold) + _WATCH_SUFFIXES[watch]
 
 
 @dataclass(frozen=True, slots=True)
 class Registration:
-    """A notifier to register: threshold `index`'s `watch` at usage `level` (<= 0, or a watch beside no level: none,
-    the place emptied), computed from `usage_bytes`."""
+    """A notifier to register: threshold `index`'s `watch` at usage `level` (<= 0: none), from `usage_bytes`."""
 
     index: int
     watch: Watch
@@ -588,8 +567,8 @@ class CloseReading:
 
 @dataclass(frozen=True, slots=True)
 class Followed:
-    """What a cycle's readings ask for: the registrations (`at_once`: the first arming, made there and then in this
-    order, each level before its watches), and the thresholds whose readings could give no level."""
+    """What a cycle's figures ask for: the registrations (`at_once`: the first, made there and then, in order) and
+    the thresholds whose figures gave no level."""
 
     registrations: tuple[Registration, ...]
     unreadable: tuple[tuple[int, SampleError], ...]
@@ -607,10 +586,9 @@ class Firing:
 
 @dataclass(frozen=True, slots=True)
 class MemcgState:
-    """What the memcg notifier set knows of each memory threshold (`cgroup_dirs[i]`: threshold i's folder): its
-    working-set level and whether it was met in the last readings, the levels the kernel holds (`armed[watch][i]`,
-    as installed), the levels asked for that the kernel does not watch yet (`unwatched`), the close readings, when
-    a level fired while not met (`crossed_at`: a crossing the next cycles may not show yet), the last refresh."""
+    """What the memcg set knows of each threshold (in `cgroup_dirs[i]`): its working-set level and whether it was
+    met, the levels the kernel holds (`armed[watch][i]`), those asked and not watched yet (`unwatched`), the close
+    readings, when a level fired while not met (`crossed_at`), and the last refresh."""
 
     thresholds: tuple[Threshold, ...]
     cgroup_dirs: tuple[str, ...]
@@ -632,7 +610,6 @@ class MemcgState:
 
     @property
     def watches_root(self) -> bool:
-        """Whether a threshold watches the memory root (whose fresh inactive file a cycle's arming uses)."""
         return self.memory_root in self.cgroup_dirs
 
     @property
@@ -644,7 +621,7 @@ class MemcgState:
 
     @property
     def known_folders(self) -> tuple[str, ...]:
-        """The cgroup folders of the thresholds whose working-set level is known."""
+        """The folders of the thresholds whose working-set level is known."""
         return tuple(dict.fromkeys(folder for folder, level in zip(self.cgroup_dirs, self.working_set_levels,
                                                                    strict=True) if level is not None))
 
@@ -666,51 +643,48 @@ def memcg_registered(state: MemcgState, index: int) -> MemcgState:
     return replace(state, unwatched={i: level for i, level in state.unwatched.items() if i != index})
 
 
-def memcg_after_cycle(state: MemcgState, summary: Summary, fresh_root: int | None, *, cycle_at: float,
-                      now: float) -> tuple[MemcgState, Followed]:
-    """Follow a cycle's readings (`cycle_at`: its time, which the kubelet's 10 s refresh counts; `now`: the time
-    close readings count from; `fresh_root`: the memory root's fresh inactive file, None: none). The first time
-    every notifier is registered at once; at a refresh every one is asked again; otherwise a level when it moved
-    a step and its watches when stale (a met threshold has neither). Unreadable readings are reported at a refresh
-    only; a threshold left without a level by a failed registration waits for the next refresh."""
+def memcg_after_cycle(state: MemcgState, figures: Mapping[Threshold, MemoryFigures | SampleError],
+                      fresh_root: int | None, *, cycle_at: float, now: float) -> tuple[MemcgState, Followed]:
+    """Follow a cycle's `figures` (`cycle_at`: its time, for the kubelet's 10 s refresh; `now`: close readings'
+    time; `fresh_root`: the root's fresh inactive file). The first time every notifier is registered at once; at a
+    refresh every one again; else a level that moved a step and stale watches (a met threshold has neither)."""
     first = state.last_refresh_at is None
-    due = notifier_refresh_due(state.last_refresh_at, cycle_at)
+    due = memcg.notifier_refresh_due(state.last_refresh_at, cycle_at)
     levels, met = list(state.working_set_levels), list(state.met)
     closely, crossed_at = dict(state.read_closely), dict(state.crossed_at)
     unwatched = dict(state.unwatched)
     registrations: list[Registration] = []
     unreadable: list[tuple[int, SampleError]] = []
     for index, threshold in enumerate(state.thresholds):
-        try:
-            available, working_set, usage = memory_stats_for(threshold, summary)
-        except SampleError as exc:
-            if due:
-                unreadable.append((index, exc))
+        read = figures.get(threshold)
+        if isinstance(read, SampleError) and due:
+            unreadable.append((index, read))
+        if not isinstance(read, tuple):
             continue
-        level_bytes = memcg_threshold_bytes(threshold, available, working_set, usage)
-        levels[index] = ws_level = working_set_level(level_bytes, usage, working_set)
+        available, working_set, usage = read
+        level_bytes = memcg.memcg_threshold_bytes(threshold, available, working_set, usage)
+        levels[index] = ws_level = memcg.working_set_level(level_bytes, usage, working_set)
         fresh = fresh_root if state.cgroup_dirs[index] == state.memory_root else None
         met[index] = usage >= level_bytes  # what the decision saw: memory.stat's figure
         since = crossed_at.get(index)
-        until = close_reading_until(now, met=met[index], behind=stats_behind(ws_level, usage, usage - working_set,
-                                                                             fresh), crossed_at=since)
-        if since is not None and close_reading_until(now, met=met[index], behind=False, crossed_at=since) is None:
+        behind = memcg.stats_behind(ws_level, usage, usage - working_set, fresh)
+        until = memcg.close_reading_until(now, met=met[index], behind=behind, crossed_at=since)
+        if since is not None and memcg.close_reading_until(now, met=met[index], behind=False, crossed_at=since) is None:
             del crossed_at[index]  # met since, or too long ago to matter
         under_way = closely.get(index)
         if until is not None and (under_way is None or under_way.every_s > UNWATCHED_RECHECK_S):
             closely[index] = CloseReading(until, "met once the kernel's statistics caught up", UNWATCHED_RECHECK_S)
         elif met[index]:
             closely.pop(index, None)
-        level = level_from(ws_level, usage, armed_inactive_file(usage - working_set, fresh))
+        level = memcg.level_from(ws_level, usage, memcg.armed_inactive_file(usage - working_set, fresh))
         if first:
-            registrations += [Registration(index, Watch.LEVEL, level, usage),
-                              Registration(index, Watch.DROP, drop_watch_wanted(level, usage), usage),
-                              Registration(index, Watch.APPROACH, approach_watch_level(level, usage), usage)]
+            registrations += [Registration(index, Watch.LEVEL, level, usage), *_stale_watches(state, index, level,
+                                                                                             usage, due=True)]
             continue
         armed = state.armed[Watch.LEVEL][index]
         if not due and armed is None:
             continue
-        if due or (armed is not None and level_moved(armed, level)):
+        if due or (armed is not None and memcg.level_moved(armed, level)):
             registrations.append(_asked(unwatched, Registration(index, Watch.LEVEL, level, usage), armed,
                                         met[index]))
         registrations += _stale_watches(state, index, level, usage, due=due)
@@ -722,7 +696,7 @@ def memcg_after_cycle(state: MemcgState, summary: Summary, fresh_root: int | Non
 
 def _asked(unwatched: dict[int, int], registration: Registration, armed: int | None, met: bool) -> Registration:
     """Note in `unwatched` a level asked for that the kernel will not watch until it is registered."""
-    if level_unwatched_until_registered(registration.level, registration.usage_bytes, armed, met):
+    if memcg.level_unwatched_until_registered(registration.level, registration.usage_bytes, armed, met):
         unwatched[registration.index] = registration.level
     else:
         unwatched.pop(registration.index, None)
@@ -732,10 +706,10 @@ def _asked(unwatched: dict[int, int], registration: Registration, armed: int | N
 def _stale_watches(state: MemcgState, index: int, level: int, usage: int, *, due: bool) -> list[Registration]:
     """The drop and approach watches of threshold `index` beside `level` where they are stale (all when `due`)."""
     stale = []
-    if due or drop_watch_stale(state.armed[Watch.DROP][index], level, usage):
-        stale.append(Registration(index, Watch.DROP, drop_watch_wanted(level, usage), usage))
-    if due or approach_watch_stale(state.armed[Watch.APPROACH][index], level, usage):
-        stale.append(Registration(index, Watch.APPROACH, approach_watch_level(level, usage), usage))
+    if due or memcg.drop_watch_stale(state.armed[Watch.DROP][index], level, usage):
+        stale.append(Registration(index, Watch.DROP, memcg.drop_watch_wanted(level, usage), usage))
+    if due or memcg.approach_watch_stale(state.armed[Watch.APPROACH][index], level, usage):
+        stale.append(Registration(index, Watch.APPROACH, memcg.approach_watch_level(level, usage), usage))
     return stale
 
 
@@ -745,27 +719,26 @@ def _needs_cycle(state: MemcgState, index: int, watch: Watch, figures: Mapping[s
     read = figures.get(state.cgroup_dirs[index])
     if working_set_level_bytes is None or read is None:
         return True
-    return firing_needs_cycle(state.met[index], drop_watch=watch is not Watch.LEVEL,
-                              working_set_level_bytes=working_set_level_bytes,
-                              working_set_bytes=working_set_from(*read))
+    return memcg.firing_needs_cycle(state.met[index], drop_watch=watch is not Watch.LEVEL,
+                                    working_set_level_bytes=working_set_level_bytes,
+                                    working_set_bytes=memcg.working_set_from(*read))
 
 
 def memcg_fired(state: MemcgState, fired: Sequence[Firing], figures: Mapping[str, Figures | None], now: float
                 ) -> tuple[MemcgState, tuple[bool, ...], tuple[Registration, ...]]:
-    """Judge notifiers that fired on `figures` of each cgroup read since (usage and the inactive file to arm with;
-    None: a read failed): whether each may change the decision, and what to re-arm when none may (page cache: no
-    cycle). A watch near its threshold starts a close reading, so does a level judged page cache there; a level
-    that fired while not met is a crossing the next cycles' statistics may not show yet."""
+    """Judge firings on `figures` read since (None: unreadable): whether each may change the decision, and what to
+    re-arm when none may (page cache). A watch near its threshold, or a level judged page cache there, starts a
+    close reading; a level that fired while not met is a crossing the statistics may not show yet."""
     needing = tuple(_needs_cycle(state, firing.index, firing.watch, figures) for firing in fired)
     closely, crossed_at = dict(state.read_closely), dict(state.crossed_at)
     for firing, needs in zip(fired, needing, strict=True):
         index = firing.index
         read, ws_level = figures.get(state.cgroup_dirs[index]), state.working_set_levels[index]
-        near = read is not None and ws_level is not None and close_reading_wanted(state.met[index], ws_level,
-                                                                                  working_set_from(*read))
+        near = (read is not None and ws_level is not None
+                and memcg.close_reading_wanted(state.met[index], ws_level, memcg.working_set_from(*read)))
         if firing.watch is not Watch.LEVEL or not needs:
-            for_s, every_s = ((CLOSE_READING_S, UNWATCHED_RECHECK_S) if firing.watch is not Watch.LEVEL
-                              else (STATS_CATCH_UP_S, LEVEL_CLOSE_READING_EVERY_S))
+            for_s, every_s = ((memcg.CLOSE_READING_S, UNWATCHED_RECHECK_S) if firing.watch is not Watch.LEVEL
+                              else (memcg.STATS_CATCH_UP_S, LEVEL_CLOSE_READING_EVERY_S))
             if near:
                 until, under_way = now + for_s, closely.get(index)
                 if under_way is not None and under_way.every_s < every_s:
@@ -785,15 +758,15 @@ def memcg_fired(state: MemcgState, fired: Sequence[Firing], figures: Mapping[str
 
 def _rearmed(state: MemcgState, unwatched: dict[int, int], firing: Firing, read: Figures | None
              ) -> list[Registration]:
-    """Re-arm a level (when it fired or moved) and its watches (when stale) from `read`. A watch that fired lowers a
-    level, never raises it: memory.stat may still count page cache gone; a level too low only fires early."""
+    """Re-arm a level (fired or moved) and its stale watches from `read`; a watch's firing only lowers a level (the
+    statistics may still count page cache gone; too low only fires early)."""
     ws_level, armed = state.working_set_levels[firing.index], state.armed[Watch.LEVEL][firing.index]
     if read is None or ws_level is None:
         return []
     usage, inactive_file = read
-    level = level_from(ws_level, usage, inactive_file)
+    level = memcg.level_from(ws_level, usage, inactive_file)
     registrations = []
-    if armed is not None and (firing.is_armed_level or (level < armed and level_moved(armed, level))):
+    if armed is not None and (firing.is_armed_level or (level < armed and memcg.level_moved(armed, level))):
         registrations.append(_asked(unwatched, Registration(firing.index, Watch.LEVEL, level, usage), armed,
                                     state.met[firing.index]))
     return registrations + _stale_watches(state, firing.index, level, usage, due=False)
@@ -802,24 +775,23 @@ def _rearmed(state: MemcgState, unwatched: dict[int, int], firing: Firing, read:
 def memcg_rechecked(state: MemcgState, unwatched: Sequence[tuple[int, int, int | None]],
                     closely: Sequence[tuple[int, CloseReading, Figures | None]], now: float
                     ) -> tuple[MemcgState, list[str]]:
-    """Judge the reads in the kernel's place at `now`: each `(index, level, usage)` of a level being registered and
-    each `(index, close reading, figures)` (None: unreadable, not met). Return the descriptions of the thresholds
-    crossed (a cycle is due); a close reading ends when met or when its time is up."""
-    crossed = [f"{memcg_notifier_description(state.thresholds[index])} (crossed while re-armed)"
+    """Judge the reads in the kernel's place: `(index, level, usage)` of levels being registered, `(index, close
+    reading, figures)`; the descriptions of the thresholds crossed. A close reading ends when met or its time is up."""
+    crossed = [f"{memcg.memcg_notifier_description(state.thresholds[index])} (crossed while re-armed)"
                for index, level, usage in unwatched if usage is not None and usage >= level]
     kept = dict(state.read_closely)
     for index, reading, read in closely:
         ws_level = state.working_set_levels[index]
-        met = read is not None and ws_level is not None and working_set_from(*read) >= ws_level
+        met = read is not None and ws_level is not None and memcg.working_set_from(*read) >= ws_level
         if met or now >= reading.until:
             kept.pop(index, None)
         if met:
-            crossed.append(f"{memcg_notifier_description(state.thresholds[index])} ({reading.why})")
+            crossed.append(f"{memcg.memcg_notifier_description(state.thresholds[index])} ({reading.why})")
     return replace(state, read_closely=kept), crossed
 
 
 def memcg_may_change_decision(state: MemcgState, figures: Mapping[str, Figures | None]) -> bool:
-    """Whether a wake-up naming no threshold (PSI) may change the decision, on `figures` of `known_folders` read
-    now, judged as a drop watch's firing (True when a read failed, or with no threshold at all)."""
+    """Whether a wake-up naming no threshold (PSI) may change the decision, judged as a drop watch's firing on
+    `figures` of `known_folders` (True when a read failed, or with no threshold)."""
     known = [index for index, level in enumerate(state.working_set_levels) if level is not None]
     return not state.thresholds or any(_needs_cycle(state, index, Watch.DROP, figures) for index in known)

@@ -13,16 +13,13 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from evictd.adapters.notifiers import Notifier, NotifierFailure, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
-from evictd.adapters.sensors import CountWatch, MemcgNotifierSet, MemoryWatch, RefaultWatch
+from evictd.adapters.sensors import Sensors
 from evictd.core.blind import blind_signals, blind_streaks
 from evictd.core.errors import SampleError
 from evictd.core.plausible import Refusal
 from evictd.core.signals import Signal
-from evictd.core.summary import SYSTEM_CONTAINER_PODS
 from evictd.cycle.finished import AfterCycle, Cycle
-from evictd.cycle.report import CycleReport
 from evictd.log import Log
 from evictd.observe.cycle_logging import CycleLogger, WakeUp
 from evictd.observe.http_endpoint import Health
@@ -185,59 +182,26 @@ def log_refused_figures(log: Log, metrics: Metrics, refused: Callable[[], Sequen
     return update
 
 
-class NotifierRefresh:
-    """The wake-up sources: memcg thresholds (following each cycle's readings, re-armed every 10 s at least), PSI
-    triggers (armed once), the memory watch (handed each cycle's readings; on v1 beside the memcg levels), the
-    refault watch and the pid watch (handed each cycle's observations). After every cycle the memcg notifiers follow
-    its readings; what fails is logged and counted."""
+class ArmSensors:
+    """Arms the sensors as the cycle's plan says (`Sensors.arm`). Every notifier that fails is counted and logged
+    when it first fails, and again once it is armed (a failed one is retried only at the next 10 s refresh, so a
+    cycle without its failure does not mean it works)."""
 
-    def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier], metrics: Metrics,
-                 log: Log, memory_watch: MemoryWatch | None = None, refault_watch: RefaultWatch | None = None,
-                 pid_watch: CountWatch | None = None) -> None:
-        self.waiter = waiter
-        self.memcg = memcg
-        self.memory_watch = memory_watch
-        self.refault_watch = refault_watch
-        self.pid_watch = pid_watch
-        self.psi = tuple(psi)
+    def __init__(self, sensors: Sensors, metrics: Metrics, log: Log) -> None:
+        self.sensors = sensors
         self._metrics = metrics
         self._log = log
         self._unavailable: set[str] = set()  # the notifiers that failed and are not armed since
 
-    def follow_failures(self, report: CycleReport, now: float) -> list[NotifierFailure]:
-        """Let the memcg notifiers follow the cycle's readings (`MemcgNotifierSet.update`, which keeps the
-        kubelet's 10 s re-arm and re-arms between when page cache moved a level); return the ones that failed."""
-        failures: list[NotifierFailure] = []
-        summary = report.observed.summary
-        if self.memcg is not None and summary is not None:
-            no_pods_container = SYSTEM_CONTAINER_PODS not in summary.node.system_containers
-            for failure in self.memcg.update(summary, now):
-                if no_pods_container and failure.threshold.signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE:
-                    continue  # no pods cgroup on this node: nothing to watch, nothing wrong
-                failures.append(failure)
-        observations = report.decided.assessment.observations
-        watches = (self.memory_watch, self.refault_watch, self.pid_watch)
-        for watch in watches:
-            if watch is not None:
-                watch.follow(summary, observations, now)
-        wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi,
-                  *(watch for watch in watches if watch is not None))
-        if wanted != self.waiter.notifiers:
-            self.waiter.set_notifiers(wanted)
-        return failures
-
     def __call__(self, cycle: Cycle) -> None:
-        """Count every failure; log a notifier when it first fails and again once it is armed (a failed one is
-        retried only at the next 10 s refresh, so a cycle without its failure does not mean it works)."""
-        for failure in self.follow_failures(cycle.report, cycle.started_at):
+        if cycle.plan is None or cycle.plan.arm is None:
+            return
+        for failure in self.sensors.arm(cycle.plan.arm):
             self._metrics.errors.labels("notifier").inc()
             if failure.description not in self._unavailable:
                 self._unavailable.add(failure.description)
                 self._log.warning("memory notifier unavailable", cycle=cycle.number,
                                   detail=f"{failure.description}: {failure.error}")
-        if self._unavailable and self.memcg is not None:
-            memcg = self.memcg
-            armed = {n.description for n in (*memcg.levels, *memcg.drop_watches, *memcg.approach_watches)}
-            for description in sorted(self._unavailable & armed):
-                self._unavailable.discard(description)
-                self._log.info("memory notifier available again", cycle=cycle.number, notifier=description)
+        for description in sorted(self._unavailable & self.sensors.armed):
+            self._unavailable.discard(description)
+            self._log.info("memory notifier available again", cycle=cycle.number, notifier=description)

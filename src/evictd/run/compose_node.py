@@ -28,7 +28,7 @@ from evictd.adapters.pod_disk_usage import PodDiskStore
 from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_bytes
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
-from evictd.adapters.sensors import MemcgNotifierSet, MemoryWatch, RefaultWatch, pid_watch
+from evictd.adapters.sensors import MemcgNotifierSet, MemoryWatch, RefaultWatch, Sensors, count_watch
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.container_gc import GCPolicy
 from evictd.core.engine import EngineConfig, Eviction
@@ -43,7 +43,7 @@ from evictd.core.signals import EVICTD_SIGNALS, Reading, Signal, spec_of
 from evictd.core.stall_gate import StallGate, wake_may_open
 from evictd.core.summary import Summary, signal_observations
 from evictd.core.thresholds import Threshold
-from evictd.core.wake import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S
+from evictd.core.wake import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S, WATCHES
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.cycle.finished import AfterCycle, Cycle
@@ -52,7 +52,6 @@ from evictd.kube.client import build_api_client
 from evictd.kube.pod_watch import PodWatcher
 from evictd.log import Log
 from evictd.observe.metrics import Metrics
-from evictd.run.after_cycle import NotifierRefresh
 from evictd.run.compose_cluster import pod_states
 from evictd.run.plausible_stats import PlausibleStats, machine_memory_bytes
 from evictd.run.runtime_link import CriRuntime, GatedGC, MemoryGuard, NodeLevel, RuntimeLink
@@ -203,14 +202,15 @@ class StatsParts:
 
 
 def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader, waiter: Waiter,
-                    metrics: Metrics, log: Log, engine_config: EngineConfig,
+                    log: Log, engine_config: EngineConfig,
                     stall_gate: Callable[[], StallGate] | None = None,
                     note_pressure: Callable[[], None] = lambda: None,
                     note_firing: Callable[[Signal, float, float], None] | None = None, *,
-                    monotonic: Callable[[], float]) -> NotifierRefresh:
+                    monotonic: Callable[[], float]) -> Sensors:
     """The wake-ups between ticks: memcg thresholds (cgroup v1) and the memory watch, PSI (its firings judged
-    with the engine's `stall_gate` where stall-family thresholds are configured), the refault watch and the pid
-    watch (where their thresholds are configured and the stats are the node's own), timed by the loop's `monotonic`."""
+    with the engine's `stall_gate` where stall-family thresholds are configured), the refault watch and a watch of
+    each counted reading (where their thresholds are configured and the stats are the node's own), timed by the
+    loop's `monotonic`."""
     node_stats = settings.stats_source is StatsOrigin.NODE
     thresholds = engine_config.thresholds
     memory_wakeups = settings.memcg_wakeups and node_stats
@@ -219,21 +219,22 @@ def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: Cgr
     # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead. On
     # v1 it looks beside the notifiers, for the crossings a usage level cannot announce: page cache turned active
     # (the working set grows, usage does not) or dropped below the level's inactive file, statistics folded late.
-    memory_watch = (MemoryWatch(cgroups, thresholds, settings.housekeeping_interval_s, fill_bytes_per_s=(
+    memory_watch = (MemoryWatch(cgroups, settings.housekeeping_interval_s, fill_bytes_per_s=(
         V1_BACKSTOP_FILL_BYTES_PER_S if layout.version == 1 else ASSUMED_FILL_BYTES_PER_S),
         look_budget=layout.version == 2, monotonic=monotonic) if memory_wakeups else None)
     stalls = any(spec_of(threshold.signal).stall_family for threshold in thresholds)
     psi = build_psi_notifiers(settings, layout, cgroups, log, memcg, stall_gate if stalls and node_stats else None,
                               note_pressure, thresholds, note_firing if stalls and node_stats else None)
     # Nothing in the kernel announces page cache thrash without PSI, nor tasks running out: the refault watch reads
-    # /proc/vmstat, the pid watch /proc/loadavg's task count.
+    # /proc/vmstat, a counted reading's watch its count (/proc/loadavg's tasks).
     refaults = any(threshold.signal is Signal.MEMORY_REFAULT for threshold in thresholds)
-    refault_watch = (RefaultWatch(thresholds, gated=engine_config.stall_requires_node_reclaim, monotonic=monotonic)
+    refault_watch = (RefaultWatch(gated=engine_config.stall_requires_node_reclaim, monotonic=monotonic)
                      if refaults and node_stats else None)
-    pids = any(threshold.signal is Signal.PID_AVAILABLE for threshold in thresholds)
-    pids_watch = (pid_watch(thresholds, settings.housekeeping_interval_s, monotonic=monotonic)
-                  if pids and node_stats else None)
-    return NotifierRefresh(waiter, memcg, psi, metrics, log, memory_watch, refault_watch, pids_watch)
+    counted = {spec_of(t.signal).reading for t in thresholds} & {r for r, row in WATCHES.items() if row.counted}
+    counts = [count_watch(reading, settings.housekeeping_interval_s, monotonic=monotonic)
+              for reading in sorted(counted) if node_stats]
+    return Sensors(waiter, memcg, psi, memory_watch, refault_watch, counts)
+
 
 def plausible(parts: StatsParts) -> StatsParts:
     """`parts` with its source behind `PlausibleStats`, bounded by this machine's memory capacity (every source)."""

@@ -39,6 +39,7 @@ from evictd.adapters.self_protection import (
     read_oom_score_adj,
     set_oom_score_adj,
 )
+from evictd.adapters.sensors import Sensors
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.config import Configuration, EvictdSettings, MetricsAuthorization, StatsOrigin
 from evictd.core.engine import EngineConfig, EngineState
@@ -74,8 +75,8 @@ from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import CurrentDecision
 from evictd.record.write_behind import WriteBehind
 from evictd.run.after_cycle import (
+    ArmSensors,
     LiveView,
-    NotifierRefresh,
     log_cycles,
     log_refused_figures,
     log_sample_problems,
@@ -311,7 +312,7 @@ class Observers:
 
 def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats: StatsParts,
                 cluster: ClusterParts | None, state_file: EngineStateFile | None, link: RuntimeLink,
-                notifiers: NotifierRefresh, start_state: EngineState, health: Health) -> Hooks:
+                notifiers: Sensors, start_state: EngineState, health: Health) -> Hooks:
     """What runs around each cycle and at stop: metrics, logs, saved state, live view, cluster bookkeeping, runtime
     upkeep, the notifiers' re-arming, OOM feedback, the flight recorder and, last, the C heap's trim."""
     settings, metrics, log = basics.settings, basics.metrics, basics.log
@@ -330,7 +331,7 @@ def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats
     after_cycle.append(log_refused_figures(log, metrics, stats.refused))
     after_cycle.append(watch_blind_signals(log, metrics, health, lambda: signals_without_source(basics)))
     # The wake-ups are re-armed before anything that may wait on the API server or the runtime.
-    after_cycle.append(notifiers)
+    after_cycle.append(ArmSensors(notifiers, metrics, log))
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics, basics.waiter.pending))
     # After the hooks that log, export and record the kills: a restart never counts them again.
@@ -467,8 +468,8 @@ def build_daemon(
                                                                 None if never_acts else mode.dry_run))
     link = build_runtime(basics, node, cluster, stats.source.memory_reading(),
                          dry_run=None if never_acts else mode.dry_run)
-    notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.metrics,
-                                basics.log, engine_config, lambda: manager.state.stall_gate, stats.note_pressure,
+    notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.log,
+                                engine_config, lambda: manager.state.stall_gate, stats.note_pressure,
                                 stats.note_firing, monotonic=basics.clock.monotonic)
     health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)
     basics.metrics.watch_health(lambda: health.status()[0])
@@ -480,7 +481,7 @@ def build_daemon(
                         state_file=state_file, link=link, notifiers=notifiers, start_state=start_state,
                         health=health)
     return Daemon(manager, LoopSettings(settings.housekeeping_interval_s, basics.node_name, reported_only, max_cycles),
-                  Wakeups(basics.waiter, basics.stop, basics.clock), Reporting(basics.metrics, health, log), hooks,
+                  Wakeups(notifiers, basics.stop, basics.clock), Reporting(basics.metrics, health, log), hooks,
                   build_parts(basics, cluster, link, stats, health, serve_http))
 
 

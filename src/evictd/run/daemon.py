@@ -175,6 +175,7 @@ class Daemon:
         self._started: list[Part] | None = None
         # What woke the loop last and when (monotonic), for the next cycle; ((), None) when it did not wait.
         self._woken: tuple[tuple[str, ...], float | None] = ((), None)
+        self._wake = WakeState(settings.interval_s)
         # The wait after an eviction: when it last looked for a hard threshold, and whether it found one met.
         self._hard_checked_at = 0.0
         self._hard_met = False
@@ -196,7 +197,6 @@ class Daemon:
         """Run cycles until stopped (or `max_cycles` ran); return the exit status."""
         self.start()
         settings = self.settings
-        wake = WakeState(settings.interval_s)
         cycle = 0
         self.log.info("evictd started", node=settings.node_name, interval_s=settings.interval_s,
                       dry_run=settings.dry_run)
@@ -207,26 +207,18 @@ class Daemon:
                     continue
                 cycle += 1
                 started = self.clock.monotonic()
-                report = self._cycle(cycle, started, flapping=wake.flapping)
+                report, plan = self._cycle(cycle, started)
                 if cycle == 1:
                     self.systemd.notify("READY=1")
                 self.systemd.notify("WATCHDOG=1")
                 if (settings.max_cycles and cycle >= settings.max_cycles) or self.stop.is_set():
                     break
-                cleaned_up = False
                 if report is not None and report.acted.evictions and self.wait_for_cleanup is not None \
                         and not self.mode.reports_only() and self.standby() is None:
                     # (no wait for evictions refused for a Lease lost meanwhile)
                     self._wait_for_cleanup(report, self.wait_for_cleanup)
-                    cleaned_up = True
-                seen = CycleSeen(started, wake.memory_met, cycle_failed=True) if report is None else CycleSeen.of(
-                    started, self.manager.state.thresholds, report.decided.assessment,
-                    crossing_unconfirmed=report.observed.crossing_unconfirmed,
-                    eviction_failed=bool(report.errors_of(CycleStep.EVICTION)), cleaned_up=cleaned_up,
-                    acted=not self.mode.reports_only() and (bool(report.acted.evictions) or bool(report.acted.reclaim)
-                                                            or report.acted.eviction_api is not None))
-                wake, plan = after_cycle(wake, seen, self.clock.monotonic())
-                wake = self._wait(wake, plan)
+                    self._wake, plan = sensed(self._wake, Sensed((Wake.EVICTION,)), self.clock.monotonic())
+                self._wake = self._wait(self._wake, plan)
         finally:
             if self.stop.is_set():
                 self.log.info("shutting down", reason=self.stop.reason, deadline_s=self.stop.deadline_s)
@@ -314,14 +306,16 @@ class Daemon:
             part.stop()
         self._started = []
 
-    def _cycle(self, number: int, started: float, *, flapping: bool = False) -> CycleReport | None:
+    def _cycle(self, number: int, started: float) -> tuple[CycleReport | None, Plan]:
+        """Run cycle `number`, then plan what follows (`after_cycle`) and run the hooks (the sensors arm there)."""
         self.before_cycle(number)
         try:
-            report = self.manager.synchronize(flapping=flapping)
+            report = self.manager.synchronize(flapping=self._wake.flapping)
         except Exception:  # the loop is the one place that survives anything; the next cycle retries
             self.metrics.errors.labels("cycle").inc()
             self.log.exception("housekeeping cycle failed", cycle=number)
-            return None
+            self._wake, plan = after_cycle(self._wake, CycleSeen(started, cycle_failed=True), self.clock.monotonic())
+            return None, plan
         if self.oom_feedback is not None:
             try:
                 report = replace(report, oom=self.oom_feedback.observe(report))
@@ -330,9 +324,16 @@ class Daemon:
                 self.log.exception("OOM-kill feedback failed", cycle=number)
         woken_by, woken_at = self._woken
         self._woken = ((), None)
+        acted = not self.mode.reports_only() and (bool(report.acted.evictions) or bool(report.acted.reclaim)
+                                                  or report.acted.eviction_api is not None)
+        seen = CycleSeen.of(started, self.manager.state.thresholds, report.decided.assessment,
+                            crossing_unconfirmed=report.observed.crossing_unconfirmed,
+                            eviction_failed=bool(report.errors_of(CycleStep.EVICTION)), acted=acted,
+                            summary=report.observed.summary)
+        self._wake, plan = after_cycle(self._wake, seen, self.clock.monotonic())
         finished = Cycle(number=number, report=report, state=self.manager.state, started_at=started,
                          duration_s=self.clock.monotonic() - started, wall=self.clock.wall(), woken_by=woken_by,
-                         woken_at=woken_at)
+                         woken_at=woken_at, plan=plan)
         self.health.degraded = report.degraded
         self.health.cycle_done()
         for hook in self.after_cycle:
@@ -341,7 +342,7 @@ class Daemon:
             except Exception:  # a hook (metrics, logs, cluster bookkeeping, GC) must never stop the loop
                 self.metrics.errors.labels("cycle").inc()
                 self.log.exception("after-cycle step failed", cycle=number, step=hook_name(hook))
-        return report
+        return report, plan
 
 
 def hook_name(hook: AfterCycle) -> str:

@@ -94,6 +94,7 @@ def main() -> int:
     parser.add_argument("--load", required=True)
     parser.add_argument("--command", required=True)
     parser.add_argument("--note")
+    parser.add_argument("--commit", help="the commit the runs ran (default: HEAD)")
     parser.add_argument("--mem-mib", type=int, default=2560, help="the guest's memory as the arena was given it")
     args = parser.parse_args()
     runs = [json.loads(line) for line in args.runs.read_text().splitlines() if line.strip()]
@@ -101,8 +102,8 @@ def main() -> int:
     if failed:
         print(f"{len(failed)} runs failed in the guest: {failed[0]['error']}", file=sys.stderr)
         return 1
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, check=True).stdout.strip()
+    head = ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]
+    commit = args.commit or subprocess.run(head, capture_output=True, text=True, check=True).stdout.strip()
     cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for run in runs:
         cells.setdefault((run["workload"], run["protector"]), []).append(run)

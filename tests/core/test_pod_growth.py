@@ -87,8 +87,13 @@ def test_snapshots_keep_the_newest_a_window_old_and_every_later_one() -> None:
                  None, {"grower"}, id="only-the-pod-that-grew"),
     pytest.param([stats("grower", 100 * MiB + 2 * STEP, some=20.0), stats("bystander", 500 * MiB, some=40.0)],
                  None, {"grower"}, id="a-still-bystander-under-pressure-is-no-candidate"),
-    pytest.param([stats("grower", 100 * MiB + 2 * STEP, some=0.0)], None, set(),
-                 id="a-grower-that-does-not-stall-is-no-candidate"),
+    # A leak kswapd keeps fed does not stall itself: with no grown pod stalling, every grown pod is a candidate; with
+    # one stalling, only it.
+    pytest.param([stats("grower", 100 * MiB + 2 * STEP, some=0.0)], None, {"grower"},
+                 id="a-grower-that-does-not-stall-when-none-does"),
+    pytest.param([stats("grower", 100 * MiB + 2 * STEP, some=0.0),
+                  stats("bystander", 500 * MiB + 2 * STEP, some=5.0)], None, {"bystander"},
+                 id="the-grown-pod-that-stalls-first"),
     # After an eviction at 5 s: growth counts from the reading at 5 s (grower +1 step since), not from 0 s.
     pytest.param([stats("grower", 100 * MiB + 2 * STEP)], 5.0, {"grower"}, id="grew-since-the-eviction"),
     pytest.param([stats("grower", 100 * MiB + STEP)], 5.0, set(), id="grew-only-before-the-eviction"),

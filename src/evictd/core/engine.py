@@ -250,7 +250,7 @@ AWAITING_DISK_FIGURES = "pods not measured yet by the disk walker: waiting for t
 SOFT_WITHOUT_POD_LIST = "a soft threshold evicts only from the Kubernetes API's pod list"
 
 # A stall-family threshold evicts only a pod that grew and shows the pressure itself (`evictd.core.pod_growth`).
-NO_STALL_CANDIDATE = "no pod grew within the last 10 s under memory pressure of its own: a stall evicts no bystander"
+NO_STALL_CANDIDATE = "no pod grew within the last 10 s: a stall evicts no bystander"
 
 
 # --- the cycle -----------------------------------------------------------------------------------------

@@ -1,13 +1,13 @@
-"""Which pods a stall-family eviction may take: those that grew within the window and show the pressure themselves.
+"""Which pods a stall-family eviction may take: those that grew within the window, those stalling themselves first.
 
 A stall or refault threshold says the node thrashes, not who made it: ranked as memory.available ranks, a bystander
-that sat still above its request went before the pod that grew (issue 61). So, as facebookincubator/oomd skips
-cgroups without pressure, a stall-family eviction takes only a **candidate**: a pod whose memory grew by at least
-`POD_GROWTH_MIN_BYTES` within `STALL_RECLAIM_WINDOW_S` (working set, and usage where both readings have it), and
-whose own ``memory.pressure`` (cgroup v2 with PSI) shows `some` of at least `POD_STALL_MIN_PERCENT` (its avg10, or
-its stalled time since the same reading: avg10 reads 0 for up to 2 s into a stall); where the pod has no pressure
-figure (cgroup v1, no PSI), growth alone. Growth is measured from the oldest reading kept that was read
-at or after `after` (the last eviction's cycle: growth before an eviction is no evidence after it).
+that sat still above its request went before the pod that grew (issue 61). So a stall-family eviction takes only a
+**candidate**: a pod whose memory grew by at least `POD_GROWTH_MIN_BYTES` within `STALL_RECLAIM_WINDOW_S` (working
+set, and usage where both readings have it). Where some of them show their own ``memory.pressure`` `some` of at least
+`POD_STALL_MIN_PERCENT` (its avg10, or its stalled time since the same reading), only those; where none does, every
+pod that grew: a leak that kswapd keeps fed stalls the daemons it evicts from the page cache, not itself (the
+arena's thrash cell, docs/node-survival.md). Growth is measured from the oldest reading kept that was read at or
+after `after` (the last eviction's cycle: growth before an eviction is no evidence after it).
 
 Invariants: pure (`now` given), inputs never mutated; a pod first seen in the newest reading has no growth.
 """
@@ -89,12 +89,12 @@ def under_pressure(stats: PodStats, stalled_before_us: int | None = None, span_s
 
 def stall_candidates(snapshots: Sequence[PodMemorySnapshot], summary: Summary, after: float | None) -> frozenset[str]:
     """The UIDs of the pods of `summary` (read last, the newest of `snapshots`) a stall-family eviction may take: grown
-    since the oldest snapshot read at or after `after` that has them, and under pressure themselves."""
+    since the oldest snapshot read at or after `after` that has them; those under pressure themselves if any is."""
     counted = [snapshot for snapshot in snapshots[:-1] if after is None or snapshot.read_at >= after]
     if not counted:
         return frozenset()
     now = snapshots[-1].read_at
-    candidates = set()
+    grown, stalling = set(), set()
     for stats in summary.pods:
         memory = stats.memory
         uid = stats.pod_ref.uid
@@ -104,7 +104,8 @@ def stall_candidates(snapshots: Sequence[PodMemorySnapshot], summary: Summary, a
         if base is None:
             continue
         before = base.figures[uid]
-        if grew(before, (memory.usage_bytes, memory.working_set_bytes, None)) \
-                and under_pressure(stats, before[2], now - base.read_at):
-            candidates.add(uid)
-    return frozenset(candidates)
+        if grew(before, (memory.usage_bytes, memory.working_set_bytes, None)):
+            grown.add(uid)
+            if under_pressure(stats, before[2], now - base.read_at):
+                stalling.add(uid)
+    return frozenset(stalling or grown)

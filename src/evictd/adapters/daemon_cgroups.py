@@ -19,7 +19,7 @@ from evictd.core.errors import SampleError
 from evictd.core.node_protection import SYSTEM_SLICE
 
 # Page cache dropped and read again (5.9+ ``_file``; the one count before), then major faults where the kernel
-# counts no refaults per cgroup: a floor (one page a fault; re-reads through read() are not faults).
+# counts no refaults per cgroup: rougher (mmap re-reads only, one page a fault, first reads of mapped files too).
 V2_REFAULT_KEYS = (b"workingset_refault_file", b"workingset_refault", b"pgmajfault")
 V1_REFAULT_KEYS = (b"total_workingset_refault_file", b"total_workingset_refault", b"total_pgmajfault")
 

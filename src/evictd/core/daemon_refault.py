@@ -3,7 +3,7 @@
 The observation of ``evictd.io/daemons.refault``. The daemons are ``system.slice`` (kubelet.service, the runtime
 and journald are in it on systemd nodes); its memory.stat counts the page cache they had dropped and read again
 (``workingset_refault_file``; ``workingset_refault`` before 5.9; ``pgmajfault`` pages where the kernel counts
-neither: a floor, `evictd.adapters.daemon_cgroups`), on cgroup v1 and v2, with or without PSI. The figure is the
+neither, `evictd.adapters.daemon_cgroups`), on cgroup v1 and v2, with or without PSI. The figure is the
 bytes re-read over `DAEMON_REFAULT_WINDOW_S` as a share of the daemons' memory (their usage, at least
 `DAEMON_MIN_MEMORY_BYTES`), in basis points, so a threshold reads as the stall signals' do ("50%"). Readings are
 kept and compared as the node's refault figure's are (`evictd.core.refault`), over this shorter window.

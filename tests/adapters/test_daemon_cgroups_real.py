@@ -2,7 +2,7 @@
 real ``system.slice`` cgroup (below a temporary one, which a cgroupfs folder's ``memory`` link points at, so the
 layout finds it at its root as on a node) with a process re-reading a file on disk. While the file fits its cgroup
 the reading counts no re-reads; once ``memory.limit_in_bytes`` pushes it out of cache each pass re-reads it, and
-the signal's figure sees it, as does its watch thread. Needs root and cgroup v1's memory hierarchy: fails without."""
+the signal's figure sees it, as do its watch thread and the node's Summary through the stall gate. Needs root and cgroup v1's memory hierarchy: fails without."""
 
 from __future__ import annotations
 
@@ -15,13 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from evictd.adapters.cgroups import CgroupLayout
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.daemon_cgroups import daemon_counts, daemons_missing
+from evictd.adapters.node_stats import NodeStatsSource
 from evictd.adapters.notifiers import Waiter
+from evictd.adapters.pod_disk_usage import PodDiskStore
 from evictd.adapters.sensors import DaemonsRefaultWatch
 from evictd.core.daemon_refault import daemon_memory_bytes, daemon_refault_figure
 from evictd.core.refault import RefaultSample
-from evictd.core.summary import MemoryStats
+from evictd.core.signals import Signal
+from evictd.core.stall_gate import StallGate, gated_observations, observe
+from evictd.core.summary import SYSTEM_CONTAINER_DAEMONS, MemoryStats, signal_observations
 from evictd.core.wake import Wake
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
 
@@ -126,3 +130,41 @@ def test_the_watch_wakes_the_loop_when_the_daemons_re_read_their_memory(node: tu
             reader.wait()
     finally:
         waiter.close()
+
+
+def test_the_nodes_summary_carries_the_daemons_and_the_gate_makes_their_figure(
+        node: tuple[CgroupLayout, Path, Path], tmp_path: Path) -> None:
+    layout, top, data = node
+    slice_folder = top / "system.slice"
+    slice_folder.mkdir()
+    (slice_folder / "memory.limit_in_bytes").write_text(str(LIMIT_BYTES))
+    cgroups = CgroupReader(layout)
+    source = NodeStatsSource(node_name="node-1", cgroups=cgroups, disk_usage=PodDiskStore(),
+                             kubelet_root=str(tmp_path), image_fs_path=str(tmp_path), container_fs_path=str(tmp_path),
+                             memory_pressure=True, daemon_refaults=True)
+    reader = reader_in(slice_folder, data)
+    try:
+        gate, started = StallGate(), time.monotonic()
+        first = source.summary([])
+        gate = observe(gate, first, 0.0, enabled=False)
+        time.sleep(WINDOW_S)
+        second = source.summary([])
+        gate = observe(gate, second, time.monotonic() - started, enabled=False)
+    finally:
+        reader.kill()
+        reader.wait()
+        cgroups.close()
+    daemons = second.node.system_containers[SYSTEM_CONTAINER_DAEMONS].memory
+    assert daemons is not None and daemons.usage_bytes is not None and daemons.usage_bytes <= LIMIT_BYTES
+    assert gate.daemons_refault is not None and gate.daemons_refault.refaulted_basis_points >= 5000
+    observed = gated_observations(signal_observations(second), gate)[Signal.DAEMONS_REFAULT]
+    assert observed.available.ceil_int() == 10_000 - gate.daemons_refault.refaulted_basis_points
+    # Without a threshold on it nothing reads system.slice.
+    plain_cgroups = CgroupReader(layout)
+    plain = NodeStatsSource(node_name="node-1", cgroups=plain_cgroups, disk_usage=PodDiskStore(),
+                            kubelet_root=str(tmp_path), image_fs_path=str(tmp_path),
+                            container_fs_path=str(tmp_path), memory_pressure=True)
+    try:
+        assert SYSTEM_CONTAINER_DAEMONS not in plain.summary([]).node.system_containers
+    finally:
+        plain_cgroups.close()

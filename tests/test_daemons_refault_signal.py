@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from builders import Gi, Mi, pod, pod_stats, stamp, summary
+from cycle_reports import simulate_steps
 from evictd.adapters.cgroups import CgroupLayout
 from evictd.adapters.daemon_cgroups import daemon_counts, daemons_missing
 from evictd.adapters.procfs import PAGE_BYTES
@@ -283,3 +284,16 @@ def test_without_system_slice_or_its_counts_the_signal_is_unavailable_and_says_w
     assert daemon_counts(layout) is None
     assert daemons_missing(layout) == (f"{tmp_path}/system.slice/memory.stat has no workingset_refault_file or "
                                        "workingset_refault or pgmajfault")
+
+
+def test_simulate_holds_it_back_without_shortage_then_evicts_the_pod_that_grew() -> None:
+    """The hog grows 1 MiB a second, the other pod sits still: only the hog may pay for the daemons' thrash, once it
+    grew `POD_GROWTH_MIN_BYTES` (8 MiB, at 8 s; at 6 s nobody may be evicted)."""
+    config = {"evictionHard": {}, "stallEvictionHard": {DAEMONS: "50%"}}
+    counts = [(0, 0, 1000), (2, 60, 1000), (4, 120, 1000), (6, 180, 1000 + SHORTAGE), (8, 240, 1000 + 2 * SHORTAGE)]
+    steps = [{"at": at, "summary": node(at, refaulted=percent * ONE_PERCENT, scanned=scanned), "pods": PODS}
+             for at, percent, scanned in counts]
+    out = simulate_steps({"config": config, "pods": PODS, "steps": steps})
+    assert [step.get("stallHeldBack") for step in out] == [None, [f"{DAEMONS}>=50%"], [f"{DAEMONS}>=50%"], None, None]
+    assert [[t["signal"] for t in step["thresholdsMet"]] for step in out][3:] == [[DAEMONS], [DAEMONS]]
+    assert [[e["name"] for e in step["evicted"]] for step in out] == [[], [], [], [], ["hog"]]

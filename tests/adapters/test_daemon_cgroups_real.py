@@ -2,10 +2,11 @@
 real ``system.slice`` cgroup (below a temporary one, which a cgroupfs folder's ``memory`` link points at, so the
 layout finds it at its root as on a node) with a process re-reading a file on disk. While the file fits its cgroup
 the reading counts no re-reads; once ``memory.limit_in_bytes`` pushes it out of cache each pass re-reads it, and
-the signal's figure sees it, as do its watch thread and the node's Summary through the stall gate. Needs root and cgroup v1's memory hierarchy: fails without."""
+the signal's figure sees it, as do its watch thread, the node's Summary through the stall gate and check-config. Needs root and cgroup v1's memory hierarchy: fails without."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from evictd.adapters.notifiers import Waiter
 from evictd.adapters.pod_disk_usage import PodDiskStore
 from evictd.adapters.sensors import DaemonsRefaultWatch
 from evictd.core.daemon_refault import daemon_memory_bytes, daemon_refault_figure
+from evictd.core.protections import DAEMONS_NODE_HOW
 from evictd.core.refault import RefaultSample
 from evictd.core.signals import Signal
 from evictd.core.stall_gate import StallGate, gated_observations, observe
@@ -168,3 +170,27 @@ def test_the_nodes_summary_carries_the_daemons_and_the_gate_makes_their_figure(
         assert SYSTEM_CONTAINER_DAEMONS not in plain.summary([]).node.system_containers
     finally:
         plain_cgroups.close()
+
+
+def check_config_protection(cgroupfs: Path, tmp_path: Path) -> dict[str, str]:
+    config = tmp_path / "evictd.yaml"
+    config.write_text("apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+                      f"cgroupfsPath: {cgroupfs}\nstallEvictionHard: {{evictd.io/daemons.refault: '50%'}}\n")
+    done = subprocess.run([sys.executable, "-m", "evictd", "check-config", "--config", str(config), "-o", "json"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    (row,) = [p for p in json.loads(done.stdout)["protections"] if p["protection"] == "daemons_refault"]
+    return row
+
+
+def test_check_config_says_whether_the_daemons_signal_can_act_here(node: tuple[CgroupLayout, Path, Path],
+                                                                   tmp_path: Path) -> None:
+    layout, top, _ = node
+    absent = check_config_protection(layout.root, tmp_path)
+    assert (absent["state"], absent["how"]) == ("unavailable", DAEMONS_NODE_HOW)
+    assert absent["detail"].endswith("memory/system.slice: no such cgroup (no systemd system.slice in the memory "
+                                     "hierarchy)")
+    (top / "system.slice").mkdir()
+    present = check_config_protection(layout.root, tmp_path)
+    assert (present["state"], present["detail"]) == (
+        "active", "evictd.io/daemons.refault (hard): system.slice's re-reads within 2 s, of its memory")

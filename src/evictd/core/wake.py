@@ -434,10 +434,12 @@ _REFAULT_CAPACITY = Quantity.from_int(STALL_BASIS_POINTS, QuantityFormat.DECIMAL
 
 @dataclass(frozen=True, slots=True)
 class WatchedRefault:
-    """What the refault watch keeps between looks: its readings of the last window, the global scan count's trend."""
+    """What the refault watch keeps between looks: its readings of the last window, the global scan count's trend,
+    and when it last woke the loop (None: not yet)."""
 
     samples: tuple[RefaultSample, ...] = ()
     global_scan: CounterTrend | None = None
+    woke_at: float | None = None
 
 
 def watched_shares(thresholds: Sequence[Threshold], observed: Observation | None,
@@ -459,26 +461,32 @@ def watched_shares(thresholds: Sequence[Threshold], observed: Observation | None
 
 def refault_look(last: WatchedRefault, refault_bytes: int | None, global_scan_pages: int | None, now: float,
                  memory_bytes: int | None, shares: Sequence[int], *, gated: bool, window_s: float = REFAULT_WINDOW_S,
-                 min_span_s: float = REFAULT_MIN_SPAN_S) -> tuple[WatchedRefault, bool]:
+                 min_span_s: float = REFAULT_MIN_SPAN_S, rewake_after_s: float = 0.0) -> tuple[WatchedRefault, bool]:
     """The watch after a look at `now` read `refault_bytes` and `global_scan_pages` (None: not read), and whether to
     wake the loop: the figure over `window_s` (of `memory_bytes`) at or over the lowest share and, when `gated`,
-    global reclaim within the stall gate's window."""
+    global reclaim within the stall gate's window; not within `rewake_after_s` of its last wake-up."""
     sample = None if refault_bytes is None else RefaultSample(now, refault_bytes)
     watched = WatchedRefault(next_samples(last.samples, sample, now, window_s=window_s),
-                             next_trend(last.global_scan, global_scan_pages, now))
+                             next_trend(last.global_scan, global_scan_pages, now), last.woke_at)
     if not shares or sample is None:
         return watched, False
     figure = refault_figure(watched.samples, memory_bytes, window_s=window_s, min_span_s=min_span_s)
     if figure is None or figure.refaulted_basis_points < shares[0]:
         return watched, False
     trend = watched.global_scan
-    return watched, not gated or (trend is not None and trend.increased_at is not None
-                                  and now - trend.increased_at <= STALL_RECLAIM_WINDOW_S)
+    if gated and (trend is None or trend.increased_at is None or now - trend.increased_at > STALL_RECLAIM_WINDOW_S):
+        return watched, False
+    if last.woke_at is not None and now - last.woke_at < rewake_after_s:
+        return watched, False
+    return replace(watched, woke_at=now), True
 
 
 # The daemons refault watch reads system.slice's memory.stat this often while a threshold is unmet: a quarter of the
 # window, so a window's re-reads wake the loop within it.
 DAEMONS_REFAULT_LOOK_S = DAEMON_REFAULT_WINDOW_S / 4
+# After a wake-up the watch wakes the loop again only a window later: a cycle's figure spans the cycles' own readings,
+# so the one it woke may still average a long gap; a window on, the cycles have readings a window apart.
+DAEMONS_REWAKE_AFTER_S = DAEMON_REFAULT_WINDOW_S
 
 
 def daemons_refault_look(last: WatchedRefault, refault_bytes: int | None, usage_bytes: int | None,
@@ -488,7 +496,8 @@ def daemons_refault_look(last: WatchedRefault, refault_bytes: int | None, usage_
     (`usage_bytes`, at least `DAEMON_MIN_MEMORY_BYTES`, as a cycle takes it)."""
     memory_bytes = None if usage_bytes is None else max(usage_bytes, DAEMON_MIN_MEMORY_BYTES)
     return refault_look(last, refault_bytes, global_scan_pages, now, memory_bytes, shares, gated=gated,
-                        window_s=DAEMON_REFAULT_WINDOW_S, min_span_s=DAEMON_REFAULT_MIN_SPAN_S)
+                        window_s=DAEMON_REFAULT_WINDOW_S, min_span_s=DAEMON_REFAULT_MIN_SPAN_S,
+                        rewake_after_s=DAEMONS_REWAKE_AFTER_S)
 
 
 # One row per reading that wakes the loop (PSI: the kernel's trigger announces it, nothing is looked at).

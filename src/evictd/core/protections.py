@@ -27,7 +27,8 @@ REFAULT_HOW = ("set stallEvictionHard/Soft for evictd.io/memory.refault (docs/co
                "signal\"); off as shipped: on a node without PSI it can count relief's re-reads as thrash")
 DAEMONS_HOW = ("set stallEvictionHard/Soft for evictd.io/daemons.refault (docs/configuration.md, \"The daemons "
                "refault signal\"); off as shipped until measured")
-DAEMONS_NODE_HOW = "systemd's system.slice with the memory controller (v1: its memory hierarchy; v2: memory enabled)"
+DAEMONS_NODE_HOW = ("systemd's system.slice with memory accounting (DefaultMemoryAccounting=yes in "
+                    "/etc/systemd/system.conf), so it is in the memory hierarchy")
 
 
 class Protection(StrEnum):

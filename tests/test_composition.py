@@ -28,7 +28,7 @@ from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
 from evictd.core.stall_gate import CounterTrend, StallGate
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_stall_thresholds
-from evictd.core.wake import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S
+from evictd.core.wake import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S, Arming
 from evictd.observe.metrics import Metrics
 from evictd.run.compose_node import (
     PathLayout,
@@ -278,7 +278,8 @@ def notifiers_of(tmp_path: Path, kubelet: str, evictd: str) -> Iterator[Sensors]
         try:
             yield notifiers
         finally:
-            for watch in (notifiers.memory_watch, *notifiers.counts, notifiers.refault_watch, notifiers.memcg):
+            for watch in (notifiers.memory_watch, *notifiers.counts, notifiers.refault_watch,
+                          notifiers.daemons_refault_watch, notifiers.memcg):
                 if watch is not None:
                     watch.close()
     finally:
@@ -306,3 +307,41 @@ def test_the_memory_watch_looks_on_v1_beside_the_memcg_levels_and_on_v2_alone(
             # on v2, where it is the only wake-up, its steady pace follows what a look costs; on v1 it is fixed
             assert notifiers.memory_watch.look_budget is (fixture != FIXTURE_V1)
         assert (notifiers.memcg is not None) is memcg
+
+
+DAEMONS_HARD = "stallEvictionHard: {evictd.io/daemons.refault: '50%'}\n"
+
+
+@pytest.mark.parametrize(("evictd", "built"), [
+    pytest.param(DAEMONS_HARD, True, id="a-daemons-threshold"),
+    pytest.param("stallEvictionHard: {evictd.io/memory.refault: '5%'}\n", False, id="the-nodes-refault-only"),
+    pytest.param(DAEMONS_HARD + "statsSource: kubelet\nkubeletSummaryURL: https://127.0.0.1:10250/stats/summary\n"
+                 "stallRequiresNodeReclaim: false\n", False, id="the-kubelets-stats"),
+])
+def test_the_daemons_refault_watch_is_built_for_its_threshold_on_the_nodes_own_stats(
+        tmp_path: Path, evictd: str, built: bool) -> None:
+    with notifiers_of(tmp_path, "", f"cgroupfsPath: {FIXTURE_V2}\nmemcgWakeups: false\npsiWakeups: false\n"
+                      + evictd) as notifiers:
+        watch = notifiers.daemons_refault_watch
+        assert (watch is not None and watch.cause == "daemons_refault_watch") == built
+        notifiers.arm(Arming(0.0, daemons_shares=(5000,)))  # as a cycle that found it unmet leaves it
+        assert (watch is not None and watch in notifiers.waiter.notifiers) == built
+
+
+def test_without_system_slice_the_daemons_signal_is_named_absent_at_start(tmp_path: Path) -> None:
+    root = tmp_path / "cgroup"
+    shutil.copytree(FIXTURE_V2, root)
+    shutil.rmtree(root / "system.slice")
+    cgroups = CgroupReader(CgroupLayout(version=2, root=root))
+    config = configuration(tmp_path, f"kubeletRootDir: {tmp_path}\n" + DAEMONS_HARD)
+    try:
+        with structlog.testing.capture_logs() as logs:
+            build_stats_source(config, cgroups, "node-1", log=structlog.get_logger("test"))
+            shutil.copytree(FIXTURE_V2 / "system.slice", root / "system.slice")
+            build_stats_source(config, cgroups, "node-1", log=structlog.get_logger("test"))
+    finally:
+        cgroups.close()
+    absent = [e for e in logs if e.get("signal") == "evictd.io/daemons.refault"]
+    assert [(e["event"], e["path"]) for e in absent] == [
+        ("stall signal absent: the node's daemons have no cgroup that counts re-reads",
+         f"{root}/system.slice: no such cgroup (no systemd system.slice in the memory hierarchy)")]

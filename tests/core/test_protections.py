@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evictd.core.protections import (
+    DAEMONS_NODE_HOW,
     PSI_HOW,
     RECLAIM_NODE_HOW,
     Protection,
@@ -19,6 +20,7 @@ from evictd.core.thresholds import parse_stall_thresholds
 NODE_STALL = {"evictd.io/memory.stall.full": "20%"}
 PODS_STALL = {"evictd.io/allocatableMemory.stall.some": "40%"}
 REFAULT = {"evictd.io/memory.refault": "20%"}
+DAEMONS = {"evictd.io/daemons.refault": "50%"}
 ALL_THERE = ProtectionFacts(node_psi_missing=None, pods_psi_missing=None, memory_reclaim_missing=None,
                             refault_missing=None)
 NO_PSI = ProtectionFacts(node_psi_missing="/proc/pressure/memory: absent", pods_psi_missing="cgroup v1",
@@ -74,6 +76,15 @@ def verdict(protection: Protection, want: ProtectionWanted, facts: ProtectionFac
         (Protection.PAGE_CACHE_REFAULT, wanted(REFAULT), NO_PSI, State.ACTIVE, "memory.refault (hard)", ""),
         (Protection.PAGE_CACHE_REFAULT, wanted(REFAULT), ProtectionFacts(None, None, None, "/proc/vmstat has no x"),
          State.UNAVAILABLE, "/proc/vmstat has no x", "Linux 4.15+"),
+        # the daemons refault signal: with or without PSI, unavailable without system.slice
+        (Protection.DAEMONS_REFAULT, wanted(NODE_STALL), ALL_THERE, State.OFF, "no daemons refault threshold",
+         "evictd.io/daemons.refault"),
+        (Protection.DAEMONS_REFAULT, wanted(DAEMONS), NO_PSI, State.ACTIVE, "daemons.refault (hard)", ""),
+        (Protection.DAEMONS_REFAULT, wanted(DAEMONS),
+         ProtectionFacts(None, None, None, None, daemons_missing="/sys/fs/cgroup/memory/system.slice: no such cgroup"),
+         State.UNAVAILABLE, "system.slice: no such cgroup", DAEMONS_NODE_HOW),
+        (Protection.DAEMONS_REFAULT, wanted(DAEMONS), None, State.UNREAD, "system.slice not read", ""),
+        (Protection.STALL_GATE, wanted(DAEMONS), NO_PSI, State.ACTIVE, "node-wide", ""),
     ],
 )
 def test_each_protection_says_whether_it_acts_why_not_and_how(protection: Protection, want: ProtectionWanted,

@@ -48,6 +48,7 @@ STALL = {
     Signal.ALLOCATABLE_MEMORY_STALL_SOME: (Reading.PODS_MEMORY_STALL, StallKind.SOME),
     Signal.ALLOCATABLE_MEMORY_STALL_FULL: (Reading.PODS_MEMORY_STALL, StallKind.FULL),
     Signal.MEMORY_REFAULT: (Reading.NODE_MEMORY_REFAULT, None),
+    Signal.DAEMONS_REFAULT: (Reading.DAEMONS_MEMORY_REFAULT, None),
 }
 
 
@@ -58,7 +59,7 @@ def test_each_signal_is_declared_with_the_kubelets_facts(signal: Signal) -> None
     assert spec.stall is None and not spec.stall_family
 
 
-def test_the_signals_are_the_kubelets_usable_nine_and_evictds_five_stall_family_signals() -> None:
+def test_the_signals_are_the_kubelets_usable_nine_and_evictds_six_stall_family_signals() -> None:
     assert set(Signal) == set(UPSTREAM) | set(STALL)
     assert not set(UPSTREAM) & set(STALL)
     assert set(STALL) == EVICTD_SIGNALS

@@ -511,6 +511,11 @@ def _uint(path: str, raw: bytes) -> int:
     return value
 
 
+def uint_value(path: str, raw: bytes) -> int:
+    """Return the unsigned integer a single-value cgroup file (`path`, read as `raw`) holds; raises SampleError."""
+    return _uint(path, raw)
+
+
 def flat_keyed_value(path: str, data: bytes, key: bytes) -> int:
     """Return the value of ``key`` in a flat-keyed file (``memory.stat``) without splitting it all."""
     if data.startswith(key + b" "):

@@ -6,8 +6,9 @@ filesystem that would hold it; no pods cgroup means no `pods` container and no p
 named (one ListContainerStats a cycle; re-reads reuse it; when it does not answer, last named containers are read
 from their cgroups); ephemeral-storage is absent until the pod has disk figures; an unreadable pod cgroup leaves its
 memory unknown (sandbox stats stand in). With `memory_pressure`, blocks carry PSI and the stall gate's counters
-(/proc/vmstat scans, refaults, the pods cgroup's ``memory.events.local`` ``max``); what the kernel lacks is absent
-and named at start (`pressure_missing`, `refault_missing`).
+(/proc/vmstat scans, refaults, the pods cgroup's ``memory.events.local`` ``max``); with `daemon_refaults`, the
+daemons' (system.slice's) re-reads and usage as the ``evictd.io/daemons`` system container; what the kernel lacks is
+absent and named at start (`pressure_missing`, `refault_missing`, `daemons_missing`).
 
 Unreadable parts are absent (never guessed) and recorded in `problems`; every block carries its read time. Pod
 folders are measured by the disk walker (`PodDiskStore`), not by the cycle.
@@ -32,6 +33,7 @@ from evictd.adapters.cgroups import (
     flat_keyed_value,
     read_file_if_present,
 )
+from evictd.adapters.daemon_cgroups import daemon_counts, daemons_missing
 from evictd.adapters.filesystems import FsReading, statvfs_reading
 from evictd.adapters.pod_disk_blocks import DiskBlocks, disk_blocks
 from evictd.adapters.pod_disk_usage import PodDiskStore, PodKey
@@ -42,6 +44,7 @@ from evictd.core.errors import EvictdError, SampleError, attempt, without_traceb
 from evictd.core.pods import Derived, Pod, derived
 from evictd.core.signals import Reading, Signal, spec_of
 from evictd.core.summary import (
+    SYSTEM_CONTAINER_DAEMONS,
     SYSTEM_CONTAINER_PODS,
     ContainerStats,
     FsStats,
@@ -123,9 +126,10 @@ class NodeStatsSource:
     def __init__(self, *, node_name: str, cgroups: CgroupReader, disk_usage: PodDiskStore,
                  kubelet_root: str, image_fs_path: str, container_fs_path: str, proc_root: str = "/proc",
                  clock: Clock = SYSTEM_CLOCK, pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
-                 runtime: Runtime = NO_RUNTIME, memory_pressure: bool = False) -> None:
+                 runtime: Runtime = NO_RUNTIME, memory_pressure: bool = False, daemon_refaults: bool = False) -> None:
         self._node_name = node_name
         self._memory_pressure = memory_pressure
+        self._daemon_refaults = daemon_refaults
         self._cgroups = cgroups
         self.disk_usage = disk_usage
         self._kubelet_root = kubelet_root
@@ -191,6 +195,20 @@ class NodeStatsSource:
         if counts.refault_file_bytes is None:
             return f"{path} has no {' or '.join(key.decode() for key in procfs.REFAULT_KEYS)}"
         return None
+
+    def daemons_missing(self) -> str | None:
+        """Why the daemons refault signal has nothing to read on this node (`evictd.adapters.daemon_cgroups`)."""
+        return daemons_missing(self._cgroups.layout)
+
+    def _daemons(self, at: datetime, problems: list[SampleError]) -> ContainerStats | None:
+        """The daemons' system container (with `daemon_refaults`; None: not asked, no system.slice, or unreadable)."""
+        if not self._daemon_refaults:
+            return None
+        counts = attempt(lambda: daemon_counts(self._cgroups.layout), problems)
+        if counts is None:
+            return None
+        return ContainerStats(name=SYSTEM_CONTAINER_DAEMONS, memory=MemoryStats(
+            time=at, usage_bytes=counts.usage_bytes, reclaim=ReclaimCounters(refault_file_bytes=counts.refault_bytes)))
 
     @property
     def _pod_pressure(self) -> bool:
@@ -260,6 +278,9 @@ class NodeStatsSource:
                     memory_stats(pods_memory, pods_memory.limit_bytes, at), psi=self._pressure(pods_pressure, problems),
                     reclaim=self._reclaim(self._pods_limit_events, problems,
                                           lambda value: ReclaimCounters(limit_events=value))))
+        daemons = self._daemons(at, problems)
+        if daemons is not None:
+            system_containers[SYSTEM_CONTAINER_DAEMONS] = daemons
         node = NodeStats(
             node_name=self._node_name,
             memory=replace(memory_stats(node_memory, capacity, at), psi=self._pressure(node_pressure, problems),

@@ -1,4 +1,5 @@
-"""The node's side of `evictd.core.protections`: does this kernel give PSI, ``memory.reclaim`` and refault counts.
+"""The node's side of `evictd.core.protections`: does this kernel give PSI, ``memory.reclaim``, refault counts and
+the daemons' (system.slice's) re-read counts.
 
 Each reader returns None where the node gives the figure, else the path and what is missing there. A file that is
 there but cannot be read now is not "missing" (a problem of every cycle, logged as such): None too.
@@ -10,6 +11,7 @@ import os
 
 from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupReader, cgroup_folder
+from evictd.adapters.daemon_cgroups import daemons_missing
 from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
 from evictd.core.errors import SampleError
 from evictd.core.protections import ProtectionFacts
@@ -52,4 +54,4 @@ def read_protection_facts(cgroups: CgroupReader, proc_root: str = "/proc") -> Pr
     """Every fact the protections are judged on, read now. Never raises."""
     return ProtectionFacts(node_psi_missing=node_psi_missing(proc_root), pods_psi_missing=pods_psi_missing(cgroups),
                            memory_reclaim_missing=CgroupMemoryReclaimer(cgroups).unavailable(),
-                           refault_missing=refault_missing(proc_root))
+                           refault_missing=refault_missing(proc_root), daemons_missing=daemons_missing(cgroups.layout))

@@ -23,7 +23,8 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from evictd.adapters import procfs
-from evictd.adapters.cgroups import CgroupReader, v1_settled_usage_and_inactive_file, v1_usage
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader, v1_settled_usage_and_inactive_file, v1_usage
+from evictd.adapters.daemon_cgroups import daemon_counts
 from evictd.adapters.notifiers import (
     FdOwner,
     MemcgThresholdNotifier,
@@ -246,6 +247,45 @@ class RefaultWatch(WatchThread):
         self._watched, woke = wake.refault_look(self._watched, None if counts is None else counts.refault_file_bytes,
                                    None if counts is None else counts.global_scan_pages, self._monotonic(),
                                    memory_bytes, shares, gated=self._gated)
+        if woke:
+            self._signal_loop()
+            return None
+        return self._look_s
+
+
+class DaemonsRefaultWatch(WatchThread):
+    """Signals its eventfd when the daemons' (system.slice's) re-reads may meet a watched threshold."""
+
+    cause = Wake.DAEMONS_REFAULT_WATCH
+
+    def __init__(self, layout: CgroupLayout, *, gated: bool, monotonic: Callable[[], float], proc_root: str = "/proc",
+                 look_s: float = wake.DAEMONS_REFAULT_LOOK_S) -> None:
+        super().__init__("daemons refault watch", "evictd-daemons-refault-watch")
+        self._layout = layout
+        self._gated = gated
+        self._proc_root = proc_root
+        self._monotonic = monotonic
+        self._look_s = look_s
+        self._watched = wake.WatchedRefault()  # the thread's own readings, kept across armings
+
+    def arm(self, shares: Sequence[int]) -> None:
+        """Watch for the lowest of `shares` (basis points of the daemons' memory re-read within their window)."""
+        self._arm(tuple(sorted(shares)), bool(shares))
+
+    def _look(self, armed: tuple[int, ...], generation: int) -> float | None:
+        """Read system.slice and /proc/vmstat; signal the loop and idle when a cycle may find a threshold met."""
+        try:
+            daemons = daemon_counts(self._layout)
+        except SampleError:
+            daemons = None
+        try:
+            scans: int | None = procfs.vmstat_counts(self._proc_root).global_scan_pages
+        except SampleError:
+            scans = None
+        self.looks += 1
+        self._watched, woke = wake.daemons_refault_look(
+            self._watched, None if daemons is None else daemons.refault_bytes,
+            None if daemons is None else daemons.usage_bytes, scans, self._monotonic(), armed, gated=self._gated)
         if woke:
             self._signal_loop()
             return None
@@ -561,13 +601,14 @@ class Sensors:
 
     def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier],
                  memory_watch: MemoryWatch | None = None, refault_watch: RefaultWatch | None = None,
-                 counts: Sequence[CountWatch] = ()) -> None:
+                 counts: Sequence[CountWatch] = (), daemons_refault_watch: DaemonsRefaultWatch | None = None) -> None:
         self.waiter = waiter
         self.memcg = memcg
         self.psi = tuple(psi)
         self.memory_watch = memory_watch
         self.refault_watch = refault_watch
         self.counts = tuple(counts)
+        self.daemons_refault_watch = daemons_refault_watch
 
     def arm(self, arming: wake.Arming) -> list[NotifierFailure]:
         """Arm every sensor as `arming` says and keep them all in the Waiter; return the memcg notifiers that failed
@@ -577,10 +618,13 @@ class Sensors:
             self.memory_watch.arm(arming.memory, arming.at, held=arming.held)
         if self.refault_watch is not None:
             self.refault_watch.arm(arming.refault_shares, arming.memory_bytes)
+        if self.daemons_refault_watch is not None:
+            self.daemons_refault_watch.arm(arming.daemons_shares)
         for watch in self.counts:
             watch.arm(*arming.counts.get(watch.reading, ((), 0)), arming.at)
         wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi,
-                  *(w for w in (self.memory_watch, self.refault_watch, *self.counts) if w is not None))
+                  *(w for w in (self.memory_watch, self.refault_watch, self.daemons_refault_watch, *self.counts)
+                    if w is not None))
         if wanted != self.waiter.notifiers:
             self.waiter.set_notifiers(wanted)
         return failures

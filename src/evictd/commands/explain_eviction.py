@@ -86,9 +86,11 @@ class ThresholdView:
             quantity, available, capacity = self.observation
             line += f": available {available} of {capacity}, threshold {quantity}"
             if stall:
-                line += (" (refault headroom in basis points of the node's memory)"
-                         if spec_of(threshold.signal).stall is None else
-                         " (stall headroom in basis points of the kernel's 10 s window)")
+                line += (" (stall headroom in basis points of the kernel's 10 s window)"
+                         if spec_of(threshold.signal).stall is not None else
+                         " (refault headroom in basis points of the daemons' memory)"
+                         if threshold.signal is Signal.DAEMONS_REFAULT else
+                         " (refault headroom in basis points of the node's memory)")
         if self.met is not None:
             first_met, met_for, _, restored = self.met
             line += f"; first met {wall_text(first_met)} ({round(met_for, 3):g}s before"

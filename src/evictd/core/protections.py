@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from evictd.core.daemon_refault import DAEMON_REFAULT_WINDOW_S
 from evictd.core.signals import Reading, Signal, spec_of
 from evictd.core.thresholds import Threshold
 
@@ -24,6 +25,10 @@ RECLAIM_HOW = "set memoryReclaimBeforeEviction: true in the EvictdConfiguration 
 RECLAIM_NODE_HOW = "cgroup v2 (systemd.unified_cgroup_hierarchy=1) and Linux 5.19+ (memory.reclaim)"
 REFAULT_HOW = ("set stallEvictionHard/Soft for evictd.io/memory.refault (docs/configuration.md, \"The refault "
                "signal\"); off as shipped: on a node without PSI it can count relief's re-reads as thrash")
+DAEMONS_HOW = ("set stallEvictionHard/Soft for evictd.io/daemons.refault (docs/configuration.md, \"The daemons "
+               "refault signal\"); off as shipped until measured")
+DAEMONS_NODE_HOW = ("systemd's system.slice with memory accounting (DefaultMemoryAccounting=yes in "
+                    "/etc/systemd/system.conf), so it is in the memory hierarchy")
 
 
 class Protection(StrEnum):
@@ -33,6 +38,7 @@ class Protection(StrEnum):
     STALL_GATE = "stall_gate"
     RECLAIM_BEFORE_EVICT = "reclaim_before_evict"
     PAGE_CACHE_REFAULT = "page_cache_refault"
+    DAEMONS_REFAULT = "daemons_refault"
 
 
 class State(StrEnum):
@@ -50,6 +56,7 @@ class ProtectionFacts:
     pods_psi_missing: str | None
     memory_reclaim_missing: str | None
     refault_missing: str | None
+    daemons_missing: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +90,8 @@ class Verdict:
 
 def protections(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> tuple[Verdict, ...]:
     """The verdict on each protection, in `Protection` order; `facts` None: the node was not read."""
-    return (_stall(wanted, facts), _gate(wanted), _reclaim(wanted, facts), _refault(wanted, facts))
+    return (_stall(wanted, facts), _gate(wanted), _reclaim(wanted, facts), _refault(wanted, facts),
+            _daemons(wanted, facts))
 
 
 def _named(wanted: ProtectionWanted, signals: Iterable[Signal]) -> str:
@@ -124,7 +132,7 @@ def _stall(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
 
 def _gate(wanted: ProtectionWanted) -> Verdict:
     gated = [t.signal for t in wanted.thresholds if spec_of(t.signal).stall is not None
-             or t.signal is Signal.MEMORY_REFAULT]
+             or t.signal in (Signal.MEMORY_REFAULT, Signal.DAEMONS_REFAULT)]
     if not gated:
         return Verdict(Protection.STALL_GATE, State.OFF, "no stall or refault threshold to gate", STALL_HOW)
     if not wanted.stall_gate:
@@ -159,3 +167,16 @@ def _refault(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict
         return Verdict(Protection.PAGE_CACHE_REFAULT, State.UNAVAILABLE, f"{named}: {facts.refault_missing}",
                        "Linux 4.15+ (workingset_refault in /proc/vmstat)")
     return Verdict(Protection.PAGE_CACHE_REFAULT, State.ACTIVE, named)
+
+
+def _daemons(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
+    named = _named(wanted, [Signal.DAEMONS_REFAULT])
+    if not named:
+        return Verdict(Protection.DAEMONS_REFAULT, State.OFF, "no daemons refault threshold", DAEMONS_HOW)
+    if facts is None:
+        return Verdict(Protection.DAEMONS_REFAULT, State.UNREAD, f"{named}; system.slice not read")
+    if facts.daemons_missing is not None:
+        return Verdict(Protection.DAEMONS_REFAULT, State.UNAVAILABLE, f"{named}: {facts.daemons_missing}",
+                       DAEMONS_NODE_HOW)
+    return Verdict(Protection.DAEMONS_REFAULT, State.ACTIVE, f"{named}: system.slice's re-reads within "
+                   f"{DAEMON_REFAULT_WINDOW_S:g} s, of its memory")

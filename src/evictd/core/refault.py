@@ -38,8 +38,9 @@ class RefaultSample:
 
 @dataclass(frozen=True, slots=True)
 class RefaultFigure:
-    """The node's refaults over the last window: `refaulted_bytes` and `activated_bytes` (None: not counted) scaled to
-    `REFAULT_WINDOW_S` from the `span_s` they were read over, of `memory_bytes` (the node's memory capacity)."""
+    """Refaults over the last window: `refaulted_bytes` and `activated_bytes` (None: not counted) scaled to the window
+    (`REFAULT_WINDOW_S` for the node's) from the `span_s` they were read over, of `memory_bytes` (the node's memory
+    capacity; the daemons' memory for `evictd.core.daemon_refault`)."""
 
     refaulted_bytes: int
     activated_bytes: int | None
@@ -68,28 +69,29 @@ def refault_sample(memory: MemoryStats | None, now: float) -> RefaultSample | No
 
 
 def next_samples(samples: Sequence[RefaultSample], sample: RefaultSample | None,
-                 now: float) -> tuple[RefaultSample, ...]:
+                 now: float, *, window_s: float = REFAULT_WINDOW_S) -> tuple[RefaultSample, ...]:
     """Return the readings to keep after `sample` at `now` (None: not read, kept as is): the newest read at least
-    `REFAULT_WINDOW_S` before `now` and every later one; only `sample` when its count went down (a new baseline)."""
+    `window_s` before `now` and every later one; only `sample` when its count went down (a new baseline)."""
     if sample is None:
         return tuple(samples)
     if samples and sample.refault_bytes < samples[-1].refault_bytes:
         return (sample,)
     kept = (*samples, sample)
-    old_enough = [index for index, kept_sample in enumerate(kept) if now - kept_sample.read_at >= REFAULT_WINDOW_S]
+    old_enough = [index for index, kept_sample in enumerate(kept) if now - kept_sample.read_at >= window_s]
     return kept[old_enough[-1]:] if old_enough else kept
 
 
-def refault_figure(samples: Sequence[RefaultSample], memory_bytes: int | None) -> RefaultFigure | None:
+def refault_figure(samples: Sequence[RefaultSample], memory_bytes: int | None, *, window_s: float = REFAULT_WINDOW_S,
+                   min_span_s: float = REFAULT_MIN_SPAN_S) -> RefaultFigure | None:
     """Return the figure of the newest of `samples` (as `next_samples` keeps them) against the oldest kept, scaled to
-    the window; None with a single reading, a span under `REFAULT_MIN_SPAN_S`, or no memory capacity."""
+    `window_s`; None with a single reading, a span under `min_span_s`, or no memory capacity."""
     if len(samples) < 2 or memory_bytes is None or memory_bytes <= 0:
         return None
     base, latest = samples[0], samples[-1]
     span_s = latest.read_at - base.read_at
-    if span_s < REFAULT_MIN_SPAN_S:
+    if span_s < min_span_s:
         return None
-    scale = REFAULT_WINDOW_S / span_s
+    scale = window_s / span_s
     activated = None
     if latest.activate_bytes is not None and base.activate_bytes is not None \
             and latest.activate_bytes >= base.activate_bytes:

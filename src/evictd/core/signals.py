@@ -39,6 +39,8 @@ class Signal(StrEnum):
     ALLOCATABLE_MEMORY_STALL_FULL = "evictd.io/allocatableMemory.stall.full"
     # evictd's own: the share of the node's memory refaulted within ~10 s (`evictd.core.refault`); needs no PSI.
     MEMORY_REFAULT = "evictd.io/memory.refault"
+    # evictd's own: the node's daemons (system.slice) re-reading their memory within ~2 s (`core.daemon_refault`).
+    DAEMONS_REFAULT = "evictd.io/daemons.refault"
 
 
 # api/types.go's `swap.available` has no resource, so the kubelet rejects it; the enum holds usable signals only.
@@ -98,6 +100,8 @@ class Reading(StrEnum):
     PODS_MEMORY_STALL = "pods memory stall"  # the same of the `pods` system container (its memory.pressure)
     # 100% less the share of the node's memory refaulted in ~10 s: two readings a window apart (`evictd.core.refault`).
     NODE_MEMORY_REFAULT = "node memory refault"
+    # 100% less the share of the daemons' memory they re-read in ~2 s (`evictd.core.daemon_refault`).
+    DAEMONS_MEMORY_REFAULT = "daemons memory refault"
 
 
 class StallKind(StrEnum):
@@ -118,7 +122,8 @@ class Ranking(StrEnum):
 # The readings of memory cgroups: the signals the memcg notifiers and the memory watch follow.
 MEMCG_READINGS = frozenset({Reading.NODE_MEMORY, Reading.PODS_MEMORY})
 # evictd's memory stall family: thresholds in the stall maps, read as a share, gated and settled.
-STALL_FAMILY_READINGS = frozenset({Reading.NODE_MEMORY_STALL, Reading.PODS_MEMORY_STALL, Reading.NODE_MEMORY_REFAULT})
+STALL_FAMILY_READINGS = frozenset({Reading.NODE_MEMORY_STALL, Reading.PODS_MEMORY_STALL, Reading.NODE_MEMORY_REFAULT,
+                                   Reading.DAEMONS_MEMORY_REFAULT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +205,9 @@ def _declared(signal: Signal) -> SignalSpec:
         case Signal.MEMORY_REFAULT:
             return SignalSpec(NodeCondition.MEMORY_PRESSURE, Resource.MEMORY, Unit.BASIS_POINTS,
                               Reading.NODE_MEMORY_REFAULT, Ranking.MEMORY)
+        case Signal.DAEMONS_REFAULT:
+            return SignalSpec(NodeCondition.MEMORY_PRESSURE, Resource.MEMORY, Unit.BASIS_POINTS,
+                              Reading.DAEMONS_MEMORY_REFAULT, Ranking.MEMORY)
         case _:
             assert_never(signal)
 

@@ -1,7 +1,8 @@
 """evictd's stall gate: a memory stall threshold counts only while the node is short of memory as a whole.
 
 Each cycle decides which stall-family signals (PSI stall and refault) may meet their thresholds, from the reclaim
-counters in the stats, and keeps the refault readings the refault rate needs (`evictd.core.refault`). The kernel
+counters in the stats, and keeps the refault readings the refault rates need (the node's, `evictd.core.refault`; the
+daemons', `evictd.core.daemon_refault`). The kernel
 counts /proc/vmstat ``pgscan_*`` only for reclaim that is not a cgroup's own (mm/vmscan.c, ``cgroup_reclaim``), so
 a pod thrashing in its own limit stalls PSI without moving them; evicting a neighbour relieves nothing there.
 A node signal is **open** only on a real shortage: global scans within `STALL_RECLAIM_WINDOW_S` of at least
@@ -20,6 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from evictd.core.daemon_refault import (
+    daemon_memory_bytes,
+    daemon_refault_figure,
+    daemon_refault_sample,
+    daemons_memory,
+    next_daemon_samples,
+)
 from evictd.core.refault import (
     RefaultFigure,
     RefaultSample,
@@ -101,6 +109,9 @@ class StallGate:
     refault_observed: Observation | None = None
     scan_samples: tuple[ScanSample, ...] = ()
     shortage: Shortage | None = None
+    daemon_samples: tuple[RefaultSample, ...] = ()
+    daemons_refault: RefaultFigure | None = None
+    daemons_observed: Observation | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +212,18 @@ def observe(last: StallGate, summary: Summary, now: float, *, enabled: bool, aft
     counted = samples if after is None else tuple(kept for kept in samples if kept.read_at >= after)
     refault = None if sample is None else refault_figure(counted, memory_capacity_bytes(memory))
     observed = None if refault is None or memory is None else refault_observation(refault, memory.time)
+    daemons = daemons_memory(summary.node)
+    daemon_sample = daemon_refault_sample(daemons, now)
+    daemon_samples = next_daemon_samples(last.daemon_samples, daemon_sample, now)
+    daemon_counted = tuple(kept for kept in daemon_samples if after is None or kept.read_at >= after)
+    daemon_figure = None if daemon_sample is None else daemon_refault_figure(daemon_counted,
+                                                                             daemon_memory_bytes(daemons))
+    daemon_observed = None if daemon_figure is None or daemons is None else refault_observation(daemon_figure,
+                                                                                                daemons.time)
     if not enabled:
         return StallGate(global_trend, pods_trend, refault_samples=samples, refault=refault, refault_observed=observed,
-                         scan_samples=scans)
+                         scan_samples=scans, daemon_samples=daemon_samples, daemons_refault=daemon_figure,
+                         daemons_observed=daemon_observed)
     shortage = shortage_of(memory, scans, after)
     global_open = global_scan is not None and _recent(global_trend, now, after) and shortage.short
     pods_open = limit_events is not None and _recent(pods_trend, now, after)
@@ -217,15 +237,17 @@ def observe(last: StallGate, summary: Summary, now: float, *, enabled: bool, aft
         elif not global_open:
             closed.add(signal)
     return StallGate(global_trend, pods_trend, frozenset(closed), frozenset(unknown), samples, refault, observed,
-                     scans, shortage)
+                     scans, shortage, daemon_samples, daemon_figure, daemon_observed)
 
 
 def gated_observations(observations: Mapping[Signal, Observation], gate: StallGate) -> dict[Signal, Observation]:
-    """Return `observations` (a Summary's, `signal_observations`) with the refault signal's of the gate's cycle (a
-    rate: no single Summary has it), without those of the stall signals whose gate figures could not be read."""
+    """Return `observations` (a Summary's, `signal_observations`) with the refault signals' of the gate's cycle (rates:
+    no single Summary has them), without those of the stall signals whose gate figures could not be read."""
     observed = dict(observations)
     if gate.refault_observed is not None:
         observed[Signal.MEMORY_REFAULT] = gate.refault_observed
+    if gate.daemons_observed is not None:
+        observed[Signal.DAEMONS_REFAULT] = gate.daemons_observed
     return {signal: observation for signal, observation in observed.items() if signal not in gate.unknown}
 
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 # The system container of all pods (statsapi.SystemContainerPods): allocatableMemory.available's.
 SYSTEM_CONTAINER_PODS = "pods"
+# evictd's own system container: the node's daemons (``system.slice``, with kubelet.service), for their refaults.
+SYSTEM_CONTAINER_DAEMONS = "evictd.io/daemons"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,7 @@ class ReclaimCounters:
     and the refault signal: `global_scan_pages` (node: /proc/vmstat ``pgscan_kswapd + pgscan_direct
     (+ pgscan_khugepaged)``), `limit_events` (pods: ``memory.events.local`` ``max``, v2), `refault_file_bytes` and
     `activate_file_bytes` (node: ``workingset_refault_file``/``workingset_activate_file``, before 5.9 without
-    ``_file``)."""
+    ``_file``; daemons: their cgroup's memory.stat, `evictd.adapters.daemon_cgroups`)."""
 
     global_scan_pages: int | None = None
     limit_events: int | None = None
@@ -314,7 +316,7 @@ def _observation(spec: SignalSpec, node: NodeStats) -> Observation | None:
         case Reading.PODS_MEMORY_STALL:
             pods_container = node.system_containers.get(SYSTEM_CONTAINER_PODS)
             return None if pods_container is None else _stall_observation(pods_container.memory, spec.stall)
-        case Reading.NODE_MEMORY_REFAULT:
+        case Reading.NODE_MEMORY_REFAULT | Reading.DAEMONS_MEMORY_REFAULT:
             return None  # a rate: two readings make it, which one Summary has not (`evictd.core.refault`)
         case _:
             assert_never(spec.reading)

@@ -266,7 +266,9 @@ def _stall_basis_points(signal: Signal, raw: str) -> int:
     found = _STALL_PERCENT.fullmatch(raw) if isinstance(raw, str) else None
     points = None if found is None else int(found.group(1)) * 100 + int((found.group(2) or "0").ljust(2, "0"))
     if points is None or points > STALL_BASIS_POINTS:
-        share = "of the window" if spec_of(signal).stall is not None else "of the node's memory refaulted in 10 s"
+        share = ("of the window" if spec_of(signal).stall is not None
+                 else "of the daemons' memory re-read in 2 s" if signal is Signal.DAEMONS_REFAULT
+                 else "of the node's memory refaulted in 10 s")
         raise ConfigError(f"stall threshold {signal} must be a share {share} from 0% to 100%, with at most "
                           f"two decimals: {raw}")
     return points

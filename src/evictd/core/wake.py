@@ -19,11 +19,19 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from evictd.core import memcg
+from evictd.core.daemon_refault import DAEMON_MIN_MEMORY_BYTES, DAEMON_REFAULT_MIN_SPAN_S, DAEMON_REFAULT_WINDOW_S
 from evictd.core.engine import Assessment
 from evictd.core.errors import SampleError
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S, window_follow_up_wanted
 from evictd.core.quantity import Quantity, QuantityFormat
-from evictd.core.refault import RefaultSample, memory_capacity_bytes, next_samples, refault_figure
+from evictd.core.refault import (
+    REFAULT_MIN_SPAN_S,
+    REFAULT_WINDOW_S,
+    RefaultSample,
+    memory_capacity_bytes,
+    next_samples,
+    refault_figure,
+)
 from evictd.core.settled import near_crossing, near_unmet_crossing, spread
 from evictd.core.signals import Operator, Reading, Signal, spec_of
 from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, CounterTrend, next_trend
@@ -41,6 +49,7 @@ class Wake(StrEnum):
     PSI_FAR = "psi_far"  # a PSI firing with every memory threshold far from met
     MEMORY_WATCH = "memory_watch"
     REFAULT_WATCH = "refault_watch"
+    DAEMONS_REFAULT_WATCH = "daemons_refault_watch"
     PID_WATCH = "pid_watch"
     SIGNAL = "signal"  # a stop request or another thread's wake
     EVICTION = "eviction"  # the wait for evicted pods ended
@@ -425,18 +434,21 @@ _REFAULT_CAPACITY = Quantity.from_int(STALL_BASIS_POINTS, QuantityFormat.DECIMAL
 
 @dataclass(frozen=True, slots=True)
 class WatchedRefault:
-    """What the refault watch keeps between looks: its readings of the last window, the global scan count's trend."""
+    """What the refault watch keeps between looks: its readings of the last window, the global scan count's trend,
+    and when it last woke the loop (None: not yet)."""
 
     samples: tuple[RefaultSample, ...] = ()
     global_scan: CounterTrend | None = None
+    woke_at: float | None = None
 
 
-def watched_shares(thresholds: Sequence[Threshold], observed: Observation | None) -> tuple[int, ...]:
-    """The shares (basis points refaulted within the window) at which each refault threshold not met in `observed`
-    (None: no figure) is met, lowest first; () while a hard one is met."""
+def watched_shares(thresholds: Sequence[Threshold], observed: Observation | None,
+                   signal: Signal = Signal.MEMORY_REFAULT) -> tuple[int, ...]:
+    """The shares (basis points refaulted within the window) at which each threshold on the refault `signal` not met
+    in `observed` (None: no figure) is met, lowest first; () while a hard one is met."""
     shares = []
     for threshold in thresholds:
-        if threshold.signal is not Signal.MEMORY_REFAULT:
+        if threshold.signal is not signal:
             continue
         quantity = threshold_quantity(threshold.value, _REFAULT_CAPACITY).ceil_int()
         if observed is not None and observed.available.ceil_int() < quantity:
@@ -448,21 +460,44 @@ def watched_shares(thresholds: Sequence[Threshold], observed: Observation | None
 
 
 def refault_look(last: WatchedRefault, refault_bytes: int | None, global_scan_pages: int | None, now: float,
-                 memory_bytes: int | None, shares: Sequence[int], *, gated: bool) -> tuple[WatchedRefault, bool]:
+                 memory_bytes: int | None, shares: Sequence[int], *, gated: bool, window_s: float = REFAULT_WINDOW_S,
+                 min_span_s: float = REFAULT_MIN_SPAN_S, rewake_after_s: float = 0.0) -> tuple[WatchedRefault, bool]:
     """The watch after a look at `now` read `refault_bytes` and `global_scan_pages` (None: not read), and whether to
-    wake the loop: the window's figure (of `memory_bytes`) at or over the lowest share and, when `gated`, global
-    reclaim within the stall gate's window."""
+    wake the loop: the figure over `window_s` (of `memory_bytes`) at or over the lowest share and, when `gated`,
+    global reclaim within the stall gate's window; not within `rewake_after_s` of its last wake-up."""
     sample = None if refault_bytes is None else RefaultSample(now, refault_bytes)
-    watched = WatchedRefault(next_samples(last.samples, sample, now),
-                             next_trend(last.global_scan, global_scan_pages, now))
+    watched = WatchedRefault(next_samples(last.samples, sample, now, window_s=window_s),
+                             next_trend(last.global_scan, global_scan_pages, now), last.woke_at)
     if not shares or sample is None:
         return watched, False
-    figure = refault_figure(watched.samples, memory_bytes)
+    figure = refault_figure(watched.samples, memory_bytes, window_s=window_s, min_span_s=min_span_s)
     if figure is None or figure.refaulted_basis_points < shares[0]:
         return watched, False
     trend = watched.global_scan
-    return watched, not gated or (trend is not None and trend.increased_at is not None
-                                  and now - trend.increased_at <= STALL_RECLAIM_WINDOW_S)
+    if gated and (trend is None or trend.increased_at is None or now - trend.increased_at > STALL_RECLAIM_WINDOW_S):
+        return watched, False
+    if last.woke_at is not None and now - last.woke_at < rewake_after_s:
+        return watched, False
+    return replace(watched, woke_at=now), True
+
+
+# The daemons refault watch reads system.slice's memory.stat this often while a threshold is unmet: a quarter of the
+# window, so a window's re-reads wake the loop within it.
+DAEMONS_REFAULT_LOOK_S = DAEMON_REFAULT_WINDOW_S / 4
+# After a wake-up the watch wakes the loop again only a window later: a cycle's figure spans the cycles' own readings,
+# so the one it woke may still average a long gap; a window on, the cycles have readings a window apart.
+DAEMONS_REWAKE_AFTER_S = DAEMON_REFAULT_WINDOW_S
+
+
+def daemons_refault_look(last: WatchedRefault, refault_bytes: int | None, usage_bytes: int | None,
+                         global_scan_pages: int | None, now: float, shares: Sequence[int], *,
+                         gated: bool) -> tuple[WatchedRefault, bool]:
+    """`refault_look` for the daemons: their re-reads (`refault_bytes`) over their window, of their memory
+    (`usage_bytes`, at least `DAEMON_MIN_MEMORY_BYTES`, as a cycle takes it)."""
+    memory_bytes = None if usage_bytes is None else max(usage_bytes, DAEMON_MIN_MEMORY_BYTES)
+    return refault_look(last, refault_bytes, global_scan_pages, now, memory_bytes, shares, gated=gated,
+                        window_s=DAEMON_REFAULT_WINDOW_S, min_span_s=DAEMON_REFAULT_MIN_SPAN_S,
+                        rewake_after_s=DAEMONS_REWAKE_AFTER_S)
 
 
 # One row per reading that wakes the loop (PSI: the kernel's trigger announces it, nothing is looked at).
@@ -472,6 +507,7 @@ WATCHES: Mapping[Reading, WatchRow] = MappingProxyType({
     # A C fork loop starts ~10,000 tasks a second; 10 reads of /proc/loadavg a second at most.
     Reading.PIDS: WatchRow(Wake.PID_WATCH, 10_000, 0.1, counted=True),
     Reading.NODE_MEMORY_REFAULT: WatchRow(Wake.REFAULT_WATCH, 0, REFAULT_LOOK_S),
+    Reading.DAEMONS_MEMORY_REFAULT: WatchRow(Wake.DAEMONS_REFAULT_WATCH, 0, DAEMONS_REFAULT_LOOK_S),
     Reading.NODE_MEMORY_STALL: WatchRow(Wake.PSI, None, 0.0),
     Reading.PODS_MEMORY_STALL: WatchRow(Wake.PSI, None, 0.0),
 })
@@ -492,6 +528,7 @@ class Arming:
     held: tuple[Target, ...] = ()
     refault_shares: tuple[int, ...] = ()
     memory_bytes: int | None = None
+    daemons_shares: tuple[int, ...] = ()
     counts: Mapping[Reading, tuple[tuple[Target, ...], int]] = field(default_factory=dict)
     memcg: Mapping[Threshold, MemoryFigures | SampleError] | None = None
 
@@ -518,7 +555,9 @@ def arming(at: float, thresholds: Sequence[Threshold], summary: Summary | None,
             except SampleError as exc:
                 levels[threshold] = exc
     return Arming(at, memory, held, watched_shares(thresholds, observations.get(Signal.MEMORY_REFAULT)),
-                  memory_capacity_bytes(summary.node.memory), counts, levels)
+                  memory_capacity_bytes(summary.node.memory),
+                  watched_shares(thresholds, observations.get(Signal.DAEMONS_REFAULT), Signal.DAEMONS_REFAULT),
+                  counts, levels)
 
 
 # cgroup v1's memcg notifiers: `MemcgState` and its `memcg_*` transitions (arithmetic: `evictd.core.memcg`).

@@ -28,7 +28,14 @@ from evictd.adapters.pod_disk_usage import PodDiskStore
 from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_bytes
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
-from evictd.adapters.sensors import MemcgNotifierSet, MemoryWatch, RefaultWatch, Sensors, count_watch
+from evictd.adapters.sensors import (
+    DaemonsRefaultWatch,
+    MemcgNotifierSet,
+    MemoryWatch,
+    RefaultWatch,
+    Sensors,
+    count_watch,
+)
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.container_gc import GCPolicy
 from evictd.core.engine import EngineConfig, Eviction
@@ -233,7 +240,11 @@ def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: Cgr
     counted = {spec_of(t.signal).reading for t in thresholds} & {r for r, row in WATCHES.items() if row.counted}
     counts = [count_watch(reading, settings.housekeeping_interval_s, monotonic=monotonic)
               for reading in sorted(counted) if node_stats]
-    return Sensors(waiter, memcg, psi, memory_watch, refault_watch, counts)
+    # The daemons' re-reads: system.slice's memory.stat, looked at a few times a window.
+    daemons = any(threshold.signal is Signal.DAEMONS_REFAULT for threshold in thresholds)
+    daemons_watch = (DaemonsRefaultWatch(layout, gated=engine_config.stall_requires_node_reclaim, monotonic=monotonic)
+                     if daemons and node_stats else None)
+    return Sensors(waiter, memcg, psi, memory_watch, refault_watch, counts, daemons_watch)
 
 
 def plausible(parts: StatsParts) -> StatsParts:
@@ -271,6 +282,7 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
         container_fs_path=settings.container_fs_path,
         runtime=runtime,
         memory_pressure=bool(stall_signals),
+        daemon_refaults=Signal.DAEMONS_REFAULT in stall_signals,
     )
     for signal, path in node.pressure_missing(stall_signals):
         (log or structlog.get_logger("evictd")).warning(
@@ -280,6 +292,11 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
         (log or structlog.get_logger("evictd")).warning(
             "stall signal absent: the kernel counts no page cache refaults", signal=str(Signal.MEMORY_REFAULT),
             path=refault_missing)
+    daemons_missing = node.daemons_missing() if Signal.DAEMONS_REFAULT in stall_signals else None
+    if daemons_missing is not None:
+        (log or structlog.get_logger("evictd")).warning(
+            "stall signal absent: the node's daemons have no cgroup that counts re-reads",
+            signal=str(Signal.DAEMONS_REFAULT), path=daemons_missing)
     walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
                                                                pod_logs_dir=settings.pod_logs_dir),
                                log=log if log is not None else structlog.get_logger("evictd"))

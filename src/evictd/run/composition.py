@@ -549,12 +549,13 @@ def check_settings(config: Configuration) -> None:
         raise ConfigError("needs kubeletSummaryURL, a kubeconfig, or to run inside a cluster",
                           key="statsSource", value="kubelet")
     eviction = config.eviction
-    refault = str(Signal.MEMORY_REFAULT)
-    if config.evictd.stats_source is StatsOrigin.KUBELET and (refault in eviction.stall_hard
-                                                              or refault in eviction.stall_soft):
-        # The refault figure is made of /proc/vmstat's counts, which the kubelet's Summary has not: never met.
-        raise ConfigError(f"{refault} thresholds need statsSource: node (the kubelet's Summary has no refault "
-                          "counts)", key="statsSource", value="kubelet")
+    for refault in (str(Signal.MEMORY_REFAULT), str(Signal.DAEMONS_REFAULT)):
+        if config.evictd.stats_source is StatsOrigin.KUBELET and (refault in eviction.stall_hard
+                                                                  or refault in eviction.stall_soft):
+            # Refault figures are made of /proc/vmstat's and system.slice's counts, which the kubelet's Summary has
+            # not: never met.
+            raise ConfigError(f"{refault} thresholds need statsSource: node (the kubelet's Summary has no refault "
+                              "counts)", key="statsSource", value="kubelet")
     if (config.evictd.stats_source is StatsOrigin.KUBELET and eviction.stall_requires_node_reclaim
             and (eviction.stall_hard or eviction.stall_soft)):
         # The kubelet's Summary carries no reclaim counters: the gate would keep every stall threshold from being met.

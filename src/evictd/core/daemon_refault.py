@@ -1,0 +1,60 @@
+"""evictd's daemons refault figure: the share of the node's daemons' memory they re-read from disk within ~2 s.
+
+The observation of ``evictd.io/daemons.refault``. The daemons are ``system.slice`` (kubelet.service, the runtime
+and journald are in it on systemd nodes); its memory.stat counts the page cache they had dropped and read again
+(``workingset_refault_file``; ``workingset_refault`` before 5.9; ``pgmajfault`` pages where the kernel counts
+neither, `evictd.adapters.daemon_cgroups`), on cgroup v1 and v2, with or without PSI. The figure is the
+bytes re-read over `DAEMON_REFAULT_WINDOW_S` as a share of the daemons' memory (their usage, at least
+`DAEMON_MIN_MEMORY_BYTES`), in basis points, so a threshold reads as the stall signals' do ("50%"). Readings are
+kept and compared as the node's refault figure's are (`evictd.core.refault`), over this shorter window.
+
+Invariants: pure (`now` given), inputs never mutated. The first reading gives no figure (never a false 0); a lower
+count is a new baseline; a reading without the count gives no figure and keeps the earlier readings.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from evictd.core.refault import RefaultFigure, RefaultSample, next_samples, refault_figure
+from evictd.core.summary import SYSTEM_CONTAINER_DAEMONS, MemoryStats, NodeStats
+
+# The span the daemons' re-reads are judged over: a daemon that re-reads its working set within it is stalled on
+# disk, not merely busy (a heartbeat every second re-reads it twice).
+DAEMON_REFAULT_WINDOW_S = 2.0
+# The shortest span a figure is made over (scaled up): a figure is then at most twice its span's rate.
+DAEMON_REFAULT_MIN_SPAN_S = 1.0
+# The daemons' memory a share is taken of, at the least: one readahead (128 KiB) into a near-empty slice is no thrash.
+DAEMON_MIN_MEMORY_BYTES = 32 << 20
+
+
+def daemons_memory(node: NodeStats) -> MemoryStats | None:
+    """The daemons' memory block of the node (None: not read, or no ``system.slice`` on this node)."""
+    daemons = node.system_containers.get(SYSTEM_CONTAINER_DAEMONS)
+    return None if daemons is None else daemons.memory
+
+
+def daemon_refault_sample(memory: MemoryStats | None, now: float) -> RefaultSample | None:
+    """The daemons' refault reading of their memory block at `now` (None: no count in it)."""
+    if memory is None or memory.reclaim is None or memory.reclaim.refault_file_bytes is None:
+        return None
+    return RefaultSample(now, memory.reclaim.refault_file_bytes)
+
+
+def daemon_memory_bytes(memory: MemoryStats | None) -> int | None:
+    """The daemons' memory a share is taken of: their usage, at least `DAEMON_MIN_MEMORY_BYTES` (None: not read)."""
+    if memory is None or memory.usage_bytes is None:
+        return None
+    return max(memory.usage_bytes, DAEMON_MIN_MEMORY_BYTES)
+
+
+def next_daemon_samples(samples: Sequence[RefaultSample], sample: RefaultSample | None,
+                        now: float) -> tuple[RefaultSample, ...]:
+    """The daemons' readings to keep after `sample` at `now` (`evictd.core.refault.next_samples` over the window)."""
+    return next_samples(samples, sample, now, window_s=DAEMON_REFAULT_WINDOW_S)
+
+
+def daemon_refault_figure(samples: Sequence[RefaultSample], memory_bytes: int | None) -> RefaultFigure | None:
+    """The daemons' figure of `samples` (as `next_daemon_samples` keeps them) against `memory_bytes`
+    (`daemon_memory_bytes`), scaled to the window; None with a single reading or a span under the minimum."""
+    return refault_figure(samples, memory_bytes, window_s=DAEMON_REFAULT_WINDOW_S,
+                          min_span_s=DAEMON_REFAULT_MIN_SPAN_S)

@@ -1,0 +1,300 @@
+"""evictd's daemons refault signal (`evictd.io/daemons.refault`, `evictd.core.daemon_refault`) as the engine decides
+on it: met when the share of the daemons' memory (system.slice's usage, at least `DAEMON_MIN_MEMORY_BYTES`) they
+re-read within ~2 s is at or over the threshold; absent on the first reading, after the count went back, or without a
+system.slice; held back by the stall gate without node-wide shortage; after any eviction only re-reads read after it
+count. Pure: the figure on plain numbers, `assess` on scripted Summaries with a fake clock, the watch's look; then the
+configuration, the recorded Summary and system.slice's reader on fixture cgroup trees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from builders import Gi, Mi, pod, pod_stats, stamp, summary
+from cycle_reports import simulate_steps
+from evictd.adapters.cgroups import CgroupLayout
+from evictd.adapters.daemon_cgroups import daemon_counts, daemons_missing
+from evictd.adapters.procfs import PAGE_BYTES
+from evictd.config import load_configuration
+from evictd.core.daemon_refault import (
+    DAEMON_MIN_MEMORY_BYTES,
+    DAEMON_REFAULT_WINDOW_S,
+    daemon_memory_bytes,
+    daemon_refault_figure,
+    next_daemon_samples,
+)
+from evictd.core.engine import (
+    EngineConfig,
+    EngineState,
+    Eviction,
+    NoneStarved,
+    ReclaimThenEvict,
+    assess,
+    note_evictions,
+)
+from evictd.core.engine_rules import STALL_SETTLE_S
+from evictd.core.errors import ConfigError
+from evictd.core.fs_layout import FsLayout
+from evictd.core.pod_parser import pod_from_dict
+from evictd.core.refault import RefaultSample
+from evictd.core.signals import Signal
+from evictd.core.stall_gate import SCAN_PAGE_BYTES
+from evictd.core.summary import SYSTEM_CONTAINER_DAEMONS, MemoryStats
+from evictd.core.summary_parser import summary_from_dict
+from evictd.core.thresholds import parse_stall_thresholds, parse_threshold_config
+from evictd.core.wake import WatchedRefault, daemons_refault_look, watched_shares
+from evictd.record.summary_json import summary_to_dict
+from evictd.run.composition import check_settings
+
+DAEMONS = "evictd.io/daemons.refault"
+HOG = pod("hog", requests={"memory": "100Mi"}, priority=0)
+OTHER = pod("other", requests={"memory": "1Gi"}, priority=0)
+PODS = [HOG, OTHER]
+# The daemons use 200 MiB: 1% of it is 2 MiB.
+USAGE = 200 * Mi
+ONE_PERCENT = 2 * Mi
+# The node: 5 GiB available + 20 GiB working set; global scans of 1% of it make a shortage (the gate's floor).
+SHORTAGE = 256 * Mi // SCAN_PAGE_BYTES
+HARD = parse_stall_thresholds({DAEMONS: "50%"}, {}, {}, {})[0]
+UNREAD = object()
+
+
+# --- the figure, on plain numbers ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("readings", "usage", "expected"), [
+    pytest.param([(0.0, 0), (2.0, 100 * Mi)], 200 * Mi, 5000, id="half-its-memory-in-2s"),
+    pytest.param([(0.0, 0), (1.0, 50 * Mi)], 200 * Mi, 5000, id="over-1s-scaled-to-the-window"),
+    pytest.param([(0.0, 0), (4.0, 200 * Mi)], 200 * Mi, 5000, id="over-4s-scaled-down"),
+    pytest.param([(0.0, 0), (2.0, 400 * Mi)], 200 * Mi, 10000, id="more-than-its-memory-capped-at-100%"),
+    pytest.param([(0.0, 0), (2.0, 16 * Mi)], 4 * Mi, 5000, id="a-tiny-slice-counts-against-the-floor"),
+    pytest.param([(0.0, 0), (2.0, 0)], 200 * Mi, 0, id="no-re-reads-0"),
+    pytest.param([(0.0, 0), (0.9, 100 * Mi)], 200 * Mi, None, id="under-the-minimum-span-no-figure"),
+    pytest.param([(0.0, 0)], 200 * Mi, None, id="one-reading-no-figure"),
+    pytest.param([(0.0, 0), (2.0, 100 * Mi)], None, None, id="no-usage-no-figure"),
+])
+def test_the_figure(readings: list[tuple[float, int]], usage: int | None, expected: int | None) -> None:
+    samples: tuple[RefaultSample, ...] = ()
+    for at, count in readings:
+        samples = next_daemon_samples(samples, RefaultSample(at, count), at)
+    figure = daemon_refault_figure(samples, daemon_memory_bytes(MemoryStats(usage_bytes=usage)))
+    assert (None if figure is None else figure.refaulted_basis_points) == expected
+
+
+def test_readings_are_kept_for_one_window_and_a_count_that_went_back_is_a_new_baseline() -> None:
+    samples: tuple[RefaultSample, ...] = ()
+    for at in (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0):
+        samples = next_daemon_samples(samples, RefaultSample(at, int(at * 10 * Mi)), at)
+    assert [s.read_at for s in samples] == [1.0, 1.5, 2.0, 2.5, 3.0]  # the newest a window old and every later one
+    assert samples[-1].read_at - samples[0].read_at == DAEMON_REFAULT_WINDOW_S
+    assert next_daemon_samples(samples, RefaultSample(3.5, 0), 3.5) == (RefaultSample(3.5, 0),)
+    assert next_daemon_samples(samples, None, 3.5) == samples  # not read: kept as is
+    assert daemon_memory_bytes(MemoryStats(usage_bytes=1)) == DAEMON_MIN_MEMORY_BYTES
+
+
+# --- the engine's rule ---------------------------------------------------------------------------------------------
+
+
+def node(second: float, *, refaulted: object, scanned: object = 0, usage: int = USAGE) -> dict[str, Any]:
+    """A Summary document at `second` whose daemons re-read `refaulted` bytes since their cgroup was made (UNREAD:
+    no system.slice) and whose node's global scan count is `scanned`; the hog grows 1 MiB a second."""
+    stats = [pod_stats(HOG, memory=1 * Gi + int(second) * Mi), pod_stats(OTHER, memory=500 * Mi)]
+    document = summary(memory=5 * Gi, memory_ws=20 * Gi, time=stamp(int(second)), pods=stats)
+    if scanned is not UNREAD:
+        document["node"]["memory"]["reclaim"] = {"globalScanPages": scanned}
+    if refaulted is not UNREAD:
+        document["node"]["systemContainers"] = [{"name": SYSTEM_CONTAINER_DAEMONS, "memory": {
+            "time": stamp(int(second)), "usageBytes": usage, "reclaim": {"refaultFileBytes": refaulted}}}]
+    return document
+
+
+def cycles(readings: list[tuple[float, dict[str, Any]]], *, gate: bool = True,
+           state: EngineState | None = None) -> tuple[EngineState, list[Any]]:
+    config = EngineConfig(thresholds=(HARD,), stall_requires_node_reclaim=gate)
+    state, assessments = state or EngineState(), []
+    for now, document in readings:
+        state, assessment = assess(state, config, FsLayout(), summary_from_dict(document),
+                                   [pod_from_dict(p) for p in PODS], now)
+        assessments.append(assessment)
+    return state, assessments
+
+
+def met(assessment: Any) -> list[str]:
+    return [str(status.threshold.signal) for status in assessment.thresholds]
+
+
+@pytest.mark.parametrize(("percent", "scans", "gate", "expected", "held"), [
+    pytest.param(60, (1000, 1000 + SHORTAGE), True, [DAEMONS], False, id="over-under-shortage-met"),
+    pytest.param(50, (1000, 1000 + SHORTAGE), True, [DAEMONS], False, id="at-the-threshold-met"),
+    pytest.param(49, (1000, 1000 + SHORTAGE), True, [], False, id="under-not-met"),
+    pytest.param(60, (1000, 999 + SHORTAGE), True, [], True, id="reclaim-under-the-floor-held-back"),
+    pytest.param(60, (1000, 1000), True, [], True, id="no-global-reclaim-held-back"),
+    pytest.param(60, (1000, 1000), False, [DAEMONS], False, id="gate-off-met-on-the-share-alone"),
+])
+def test_the_rule(percent: int, scans: tuple[int, int], gate: bool, expected: list[str], held: bool) -> None:
+    _, (first, second) = cycles([(0.0, node(0, refaulted=1 * Gi, scanned=scans[0])),
+                                 (2.0, node(2, refaulted=1 * Gi + percent * ONE_PERCENT, scanned=scans[1]))],
+                                gate=gate)
+    assert met(first) == [] and Signal(DAEMONS) not in first.observations  # the first reading: absent, not 0
+    assert second.observations[Signal(DAEMONS)].available.ceil_int() == 10_000 - percent * 100
+    assert met(second) == expected
+    if expected:
+        assert isinstance(second.next_step, ReclaimThenEvict) and second.next_step.threshold == HARD
+    else:
+        assert isinstance(second.next_step, NoneStarved)
+    assert [report.threshold for report in second.stall_held_back] == ([HARD] if held else [])
+
+
+def test_no_system_slice_or_no_count_makes_the_signal_absent_never_guessed() -> None:
+    _, (_, absent) = cycles([(0.0, node(0, refaulted=UNREAD)), (2.0, node(2, refaulted=UNREAD))], gate=False)
+    assert Signal(DAEMONS) not in absent.observations and met(absent) == []
+    # The count went back (system.slice made again): a new baseline, absent until a span past it.
+    _, assessments = cycles([(0.0, node(0, refaulted=1 * Gi)), (2.0, node(2, refaulted=0)),
+                             (4.0, node(4, refaulted=60 * ONE_PERCENT))], gate=False)
+    assert [Signal(DAEMONS) in a.observations for a in assessments] == [False, False, True]
+    # /proc/vmstat not read with the gate on: the gate's figure is unknown, the signal dropped.
+    _, (_, unknown) = cycles([(0.0, node(0, refaulted=0, scanned=UNREAD)),
+                              (2.0, node(2, refaulted=60 * ONE_PERCENT, scanned=UNREAD))])
+    assert Signal(DAEMONS) not in unknown.observations and met(unknown) == []
+
+
+def test_after_any_eviction_only_re_reads_read_after_it_count() -> None:
+    """The daemons re-reading their files as relief lets them back in is no thrash: after the leaker's
+    memory.available eviction the threshold waits for it to settle, then counts only readings from the settle's end
+    (the node-wide refault signal evicted a bystander on such re-reads, issue 61)."""
+    (memory,) = parse_threshold_config([], {"memory.available": "1Gi"}, {}, {}, {})
+    state, _ = cycles([(0.0, node(0, refaulted=0, scanned=0)), (2.0, node(2, refaulted=0, scanned=SHORTAGE))])
+    leaker = Eviction(pod=pod_from_dict(HOG), signal="memory.available", grace_period_override_s=1,
+                      effective_grace_period_s=1, message="", annotations={}, conditions=(), threshold=memory)
+    state = note_evictions(state, [leaker], 2.0)
+    # 1 s later, re-reading with reclaim: met on the readings from before, but waiting for that eviction to settle.
+    state, (settling,) = cycles([(3.0, node(3, refaulted=90 * ONE_PERCENT, scanned=2 * SHORTAGE))], state=state)
+    assert met(settling) == [DAEMONS]
+    assert settling.stall_settling == (Signal(DAEMONS),) and isinstance(settling.next_step, NoneStarved)
+    # Settled (6 s): the re-reads of relief before it are no evidence; one reading after it spans nothing.
+    settled_at = 2.0 + STALL_SETTLE_S
+    state, (after,) = cycles([(settled_at + 0.5, node(7, refaulted=150 * ONE_PERCENT, scanned=3 * SHORTAGE))],
+                             state=state)
+    assert Signal(DAEMONS) not in after.observations and met(after) == []
+    # Re-reads and reclaim that go on after it count again.
+    _, (again,) = cycles([(settled_at + 2.5, node(9, refaulted=260 * ONE_PERCENT, scanned=4 * SHORTAGE))],
+                         state=state)
+    assert met(again) == [DAEMONS]
+
+
+def test_the_block_round_trips_through_a_recorded_summary() -> None:
+    parsed = summary_from_dict(node(0, refaulted=4096, scanned=3))
+    assert summary_from_dict(summary_to_dict(parsed)) == parsed
+    (daemons,) = [c for c in summary_to_dict(parsed)["node"]["systemContainers"]
+                  if c["name"] == SYSTEM_CONTAINER_DAEMONS]
+    assert daemons["memory"]["reclaim"] == {"refaultFileBytes": 4096} and daemons["memory"]["usageBytes"] == USAGE
+
+
+# --- the watch between cycles ----------------------------------------------------------------------------------
+
+
+def test_the_watch_wakes_the_loop_at_the_share_under_reclaim() -> None:
+    shares = watched_shares((HARD,), None, Signal.DAEMONS_REFAULT)
+    assert shares == (5000,) and watched_shares((HARD,), None) == ()  # the node's refault signal watches nothing
+    watched = WatchedRefault()
+    woken = []
+    # Looks every 0.5 s; re-reads of 10% of 200 MiB a look (40% over 2 s), then 20% (the window reaches 50% at 3 s).
+    counts = [0, 10, 20, 30, 40, 50, 70, 90, 110, 130, 150, 170]
+    for look, percent in enumerate(counts):
+        now = look * 0.5
+        watched, woke = daemons_refault_look(watched, percent * ONE_PERCENT, USAGE, 1000 + look * SHORTAGE, now,
+                                             shares, gated=True)
+        woken.append(woke)
+    # Once a window: the cycle it woke reads the daemons too, and a window on the cycles' readings span one.
+    assert woken == [False] * 6 + [True, False, False, False, True, False]
+    # Gated, the same re-reads without global reclaim wake nothing.
+    watched, still = WatchedRefault(), []
+    for look, percent in enumerate(counts):
+        watched, woke = daemons_refault_look(watched, percent * ONE_PERCENT, USAGE, 1000, look * 0.5, shares,
+                                             gated=True)
+        still.append(woke)
+    assert not any(still)
+
+
+# --- configuration ------------------------------------------------------------------------------------------------
+
+
+def test_configuration_takes_it_in_the_stall_maps_and_refuses_a_bad_share(tmp_path: Path) -> None:
+    path = tmp_path / "evictd.yaml"
+    head = "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+    path.write_text(head + f"stallEvictionHard: {{{DAEMONS}: '50%'}}\n")
+    (threshold,) = [t for t in load_configuration([str(path)]).eviction.thresholds() if t.signal == DAEMONS]
+    assert threshold == HARD
+    for value in ("101%", "50"):
+        path.write_text(head + f"stallEvictionHard: {{{DAEMONS}: '{value}'}}\n")
+        with pytest.raises(ConfigError) as caught:
+            load_configuration([str(path)])
+        assert (caught.value.key, caught.value.value) == (f"EvictdConfiguration: stallEvictionHard[{DAEMONS}]", value)
+        assert "share of the daemons' memory re-read in 2 s" in str(caught.value)
+
+
+def test_the_kubelets_summary_cannot_feed_it(tmp_path: Path) -> None:
+    path = tmp_path / "evictd.yaml"
+    path.write_text("apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nstatsSource: kubelet\n"
+                    f"kubeletSummaryURL: https://127.0.0.1:10250/stats/summary\ncgroupfsPath: {tmp_path}\n"
+                    f"stallRequiresNodeReclaim: false\nstallEvictionHard: {{{DAEMONS}: '50%'}}\n")
+    with pytest.raises(ConfigError) as caught:
+        check_settings(load_configuration([str(path)]))
+    assert (caught.value.key, caught.value.value) == ("statsSource", "kubelet")
+    assert DAEMONS in str(caught.value)
+
+
+# --- system.slice's reader, on fixture trees ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("version", "stat", "counted", "pages"), [
+    pytest.param(2, "anon 1\nworkingset_refault_anon 3\nworkingset_refault_file 10\npgmajfault 99\n",
+                 "workingset_refault_file", 10, id="v2-linux-5.9-and-later"),
+    pytest.param(2, "anon 1\nworkingset_refault 10\npgmajfault 99\n", "workingset_refault", 10, id="v2-before-5.9"),
+    pytest.param(2, "anon 1\npgfault 500\npgmajfault 7\n", "pgmajfault", 7, id="v2-major-faults-where-no-refaults"),
+    pytest.param(1, "cache 1\nworkingset_refault_file 2\ntotal_cache 5\ntotal_workingset_refault_file 10\n"
+                 "total_pgmajfault 99\n", "total_workingset_refault_file", 10, id="v1-the-hierarchys-total"),
+    pytest.param(1, "cache 1\npgmajfault 3\ntotal_cache 5\ntotal_pgmajfault 7\n", "total_pgmajfault", 7,
+                 id="v1-major-faults-where-no-refaults"),
+])
+def test_daemon_counts(tmp_path: Path, version: int, stat: str, counted: str, pages: int) -> None:
+    hierarchy = tmp_path / "memory" if version == 1 else tmp_path
+    folder = hierarchy / "system.slice"
+    folder.mkdir(parents=True)
+    (folder / "memory.stat").write_text(stat)
+    (folder / ("memory.usage_in_bytes" if version == 1 else "memory.current")).write_text(f"{USAGE}\n")
+    layout = CgroupLayout(version=version, root=tmp_path, base="kubepods")  # cgroupRoot does not move system.slice
+    counts = daemon_counts(layout)
+    assert counts is not None
+    assert (counts.counted, counts.refault_bytes, counts.usage_bytes) == (counted, pages * PAGE_BYTES, USAGE)
+    assert daemons_missing(layout) is None
+
+
+def test_without_system_slice_or_its_counts_the_signal_is_unavailable_and_says_why(tmp_path: Path) -> None:
+    layout = CgroupLayout(version=2, root=tmp_path)
+    assert daemon_counts(layout) is None
+    assert daemons_missing(layout) == f"{tmp_path}/system.slice: no such cgroup (no systemd system.slice in the " \
+                                      "memory hierarchy)"
+    (tmp_path / "system.slice").mkdir()
+    assert daemons_missing(layout) == f"{tmp_path}/system.slice/memory.stat: absent (no memory controller on " \
+                                      "system.slice)"
+    (tmp_path / "system.slice" / "memory.stat").write_text("anon 1\nfile 2\n")
+    (tmp_path / "system.slice" / "memory.current").write_text("3\n")
+    assert daemon_counts(layout) is None
+    assert daemons_missing(layout) == (f"{tmp_path}/system.slice/memory.stat has no workingset_refault_file or "
+                                       "workingset_refault or pgmajfault")
+
+
+def test_simulate_holds_it_back_without_shortage_then_evicts_the_pod_that_grew() -> None:
+    """The hog grows 1 MiB a second, the other pod sits still: only the hog may pay for the daemons' thrash, once it
+    grew `POD_GROWTH_MIN_BYTES` (8 MiB, at 8 s; at 6 s nobody may be evicted)."""
+    config = {"evictionHard": {}, "stallEvictionHard": {DAEMONS: "50%"}}
+    counts = [(0, 0, 1000), (2, 60, 1000), (4, 120, 1000), (6, 180, 1000 + SHORTAGE), (8, 240, 1000 + 2 * SHORTAGE)]
+    steps = [{"at": at, "summary": node(at, refaulted=percent * ONE_PERCENT, scanned=scanned), "pods": PODS}
+             for at, percent, scanned in counts]
+    out = simulate_steps({"config": config, "pods": PODS, "steps": steps})
+    assert [step.get("stallHeldBack") for step in out] == [None, [f"{DAEMONS}>=50%"], [f"{DAEMONS}>=50%"], None, None]
+    assert [[t["signal"] for t in step["thresholdsMet"]] for step in out][3:] == [[DAEMONS], [DAEMONS]]
+    assert [[e["name"] for e in step["evicted"]] for step in out] == [[], [], [], [], ["hog"]]

@@ -1,20 +1,16 @@
 """evictd's stall gate: a memory stall threshold counts only while the node is short of memory as a whole.
 
-Each cycle decides which stall-family signals (PSI stall and refault) may meet their thresholds, from the reclaim
-counters in the stats, and keeps the refault readings the refault rates need (the node's, `evictd.core.refault`; the
-daemons', `evictd.core.daemon_refault`). The kernel
-counts /proc/vmstat ``pgscan_*`` only for reclaim that is not a cgroup's own (mm/vmscan.c, ``cgroup_reclaim``), so
-a pod thrashing in its own limit stalls PSI without moving them; evicting a neighbour relieves nothing there.
-A node signal is **open** only on a real shortage: global scans within `STALL_RECLAIM_WINDOW_S` of at least
-`SHORTAGE_SCAN_SHARE` of the node's memory, with ``memory.available`` under `SHORTAGE_AVAILABLE_SHARE` of it; a
-pods-cgroup signal also when the pods cgroup's ``memory.events.local`` ``max`` grew. After any eviction has settled
-only evidence read after it counts (`evidence_after`): scans, limit events and refaults. A signal whose gate figure
-is unreadable is **unknown** and its observation dropped. `observe`, `gated_observations`, `split_held_back` and
-`held_back_reports` are the calls.
+Each cycle decides which stall-family signals (PSI stall, node and daemons refault) may meet their thresholds, from
+the reclaim counters in the stats, and keeps the refault readings their rates need. /proc/vmstat ``pgscan_*`` counts
+only reclaim that is not a cgroup's own (mm/vmscan.c, ``cgroup_reclaim``): a pod thrashing in its own limit moves
+them not. A node signal is **open** only on a real shortage: global scans within `STALL_RECLAIM_WINDOW_S` of at
+least `SHORTAGE_SCAN_SHARE` of memory, ``memory.available`` under `SHORTAGE_AVAILABLE_SHARE` of it; a pods-cgroup
+signal also when the pods cgroup's ``memory.events.local`` ``max`` grew. After any eviction settled only evidence
+read after it counts (`evidence_after`). An unreadable gate figure makes the signal **unknown**, its observation
+dropped. Calls: `observe`, `gated_observations`, `split_held_back`, `held_back_reports`.
 
 Invariants: pure (`now` given), inputs never mutated. A counter is compared only with earlier readings of this run:
-the first (or one after it went backwards) is a baseline, so the gate opens from the second cycle; the trend is not
-saved across restarts.
+the first (or one after it went backwards) is a baseline, so the gate opens from the second cycle.
 """
 from __future__ import annotations
 

@@ -2,18 +2,13 @@
 
 Over 500 lines because it is the whole of what a client can make evictd do: the health answers, the render and
 request budgets and the authorization hand-off are one server's rules (the reviews themselves are elsewhere).
-
-Health answers are cheap: the loop records when its last cycle ended, and `/healthz` only compares that time
-with the clock (no I/O, no lock held by the loop).
-
-The endpoint listens on the pod IP (the kubelet probes it there), so no client that can reach it may hurt the node
-guard: docs/daemon.md's `/metrics` and `/healthz` paragraph lists the limits (the constants below). A response is
-built whole before it is sent, so `/metrics` takes the metrics' locks only while the page is generated, never while
-a client reads; renderings have a budget (RENDERS_PER_S): a scrape gets a fresh page unless clients ask faster than
-that, when they get the last one rendered. Requests beyond a budget (REQUESTS_PER_S) wait in the kernel's accept
-queue, where they cost evictd nothing, so a flood of clients costs a bounded share of a core. A client that resets
-or disconnects costs nothing but its socket; an unexpected error while answering is one log line, and the server
-keeps serving.
+Health answers are cheap: `/healthz` compares the loop's last cycle end with the clock (no I/O, no lock).
+The endpoint listens on the pod IP, so no client that can reach it may hurt the node guard (docs/daemon.md's
+`/metrics` and `/healthz` paragraph lists the limits, the constants below). A response is built whole before it is
+sent, so `/metrics` holds the metrics' locks only while the page is generated; renderings have a budget
+(RENDERS_PER_S): faster clients get the last page rendered. Requests beyond REQUESTS_PER_S wait in the kernel's
+accept queue, so a flood costs a bounded share of a core. A client that resets costs nothing but its socket; an
+unexpected error while answering is one log line, and the server keeps serving.
 """
 
 from __future__ import annotations

@@ -25,8 +25,9 @@ the node has memory to spare: expected with evictd as shipped (the stall signal 
   `COMPACTION_INPUT_SHARE` x MemTotal once with read(2), 1 MiB at a time, writing the first half of each MiB to its
   output (a compacted file of half the input's size), fsyncs the output and exits 0 (the Job completes): the page
   cache fills RAM and kswapd reclaims it (global scans grow), use-once pages and no anonymous shortage. Its input
-  is the backup stream's file (node_survival_ownlimit: the same size, written once a boot); the run needs
-  --disk-mib above 1.5 + 0.75 x MemTotal plus `DISK_MARGIN_MIB` and fails saying so otherwise. The run ends
+  is the backup stream's file (node_survival_ownlimit: the same size, written once a boot). The guest disk is nodefs:
+  with 2.25 x MemTotal on it it must keep `NODEFS_KEEP_SHARE` free (above the shipped soft nodefs.available, 15 %),
+  so the run needs --disk-mib 8192 on a 2.5 GiB node, and fails saying how much more otherwise. The run ends
   5 s after the job completes (or `COMPACTION_HOLD_S` after the start); the output is removed then.
 
 Figures of every run (`FalseTriggerRun`, called by bench/node_survival_pagecache.py's `PageCacheRun`;
@@ -95,7 +96,9 @@ SHIPPER_PERIOD_S = 0.1
 COMPACTION_INPUT_SHARE = BACKUP_SHARE_OF_MEMTOTAL
 COMPACTOR_REQUEST_MIB = 256
 COMPACTION_HOLD_S = 300.0  # an upper bound: the run ends 5 s after the job completes
-DISK_MARGIN_MIB = 256  # beside the input and the output: the daemon's and the kubelet's folders
+# The guest disk is nodefs (the kubelet root is on it): with the files and the output written it must keep more than
+# the shipped evictionSoft nodefs.available (15 %) free, or the run would be a disk-pressure eviction.
+NODEFS_KEEP_SHARE = 0.20
 
 SAMPLE_PERIOD_S = 0.5
 SCAN_WINDOW_S = 10.0  # the stall gate's window (src/evictd/core/stall_gate.py)
@@ -289,6 +292,13 @@ def false_trigger_workload(name: str, mem_total_mib: int) -> FalseTriggerWorkloa
 # --- pure readers (the tests' too) -------------------------------------------------------------------------
 
 
+def disk_short_mib(size_mib: int, free_mib: int, written_mib: int) -> int:
+    """How many MiB the disk (`size_mib`, `free_mib` free) lacks to take `written_mib` and keep NODEFS_KEEP_SHARE of
+    itself free (0: none). A MiB more disk is a MiB more free, and more to keep: hence the division."""
+    lacking = written_mib + NODEFS_KEEP_SHARE * size_mib - free_mib
+    return 0 if lacking <= 0 else int(lacking / (1 - NODEFS_KEEP_SHARE)) + 1
+
+
 def work_figures(name: str, stats: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
     """What the workload `name`'s pods reported (stats: pod name -> its last report) as the table's figures: the
     heap's seconds, the database's reads a second, the log MiB written and shipped a second and the shipper's lag at
@@ -342,14 +352,17 @@ class FalseTriggerRun:
         self._remove_outputs()
         files = [(file_path("prior", self.prior_mib), self.prior_mib)] if self.prior_mib else []
         files += [(file_path("backup", self.input_mib), self.input_mib)] if self.input_mib else []
-        needed = sum(mib for _, mib in files) + self.input_mib // 2 + DISK_MARGIN_MIB
         if files:
             stat = os.statvfs(disk())
             free_mib = stat.f_bavail * stat.f_frsize // MiB + sum(
                 path.stat().st_size // MiB for path, _ in files if path.exists())
-            if free_mib < needed:
-                raise RuntimeError(f"workload {spec.name} needs {needed} MiB of the guest disk for its files: it has "
-                                   f"{free_mib} MiB for them: raise --disk-mib")
+            short = disk_short_mib(stat.f_blocks * stat.f_frsize // MiB, free_mib,
+                                   sum(mib for _, mib in files) + self.input_mib // 2)
+            if short:
+                raise RuntimeError(f"workload {spec.name} writes {sum(mib for _, mib in files)} MiB of files and "
+                                   f"{self.input_mib // 2} MiB of output on the guest disk, which has {free_mib} MiB "
+                                   f"free for them: that would leave nodefs under {NODEFS_KEEP_SHARE:.0%} available "
+                                   f"(a disk-pressure eviction, not a memory one): give --disk-mib {short} more")
         for path, mib in files:
             write_file(path, mib)
 

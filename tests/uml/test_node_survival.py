@@ -41,6 +41,7 @@ from node_survival_falsetriggers import (
     LOG_SHIPPER,
     PRIOR_CACHE_UNIT,
     compaction_output,
+    disk_short_mib,
     log_path,
     work_figures,
 )
@@ -462,6 +463,16 @@ def test_the_false_trigger_workloads() -> None:
     assert f"backup-{int(2465 * 1.5)}MiB.dat" in script, "the backup stream's file: one file a boot for both"
     assert repr(str(compaction_output())) in script and "os.fsync" in script
     assert files_of(compaction) == [] and files_of(jvm) == []  # their files: FalseTriggerRun's
+
+
+def test_the_compaction_keeps_nodefs_above_its_soft_threshold() -> None:
+    """The guest disk is nodefs: the compaction's input and output must leave 20 % of it free (the shipped soft
+    nodefs.available is 15 %), or its run would end in a disk-pressure eviction."""
+    assert disk_short_mib(8000, 7600, 5545) == 0
+    short = disk_short_mib(5950, 5636, 5545)  # --disk-mib 6144 on a 2465 MiB node
+    assert short > 0
+    assert disk_short_mib(5950 + short, 5636 + short, 5545) == 0, "that much more disk is enough"
+    assert disk_short_mib(5950 + short - 10, 5636 + short - 10, 5545) > 0, "and not much more than enough"
 
 
 def test_the_false_trigger_pods_report_what_they_did() -> None:

@@ -3,15 +3,18 @@
 Four workloads an operator runs every day, each beside the Guaranteed pod (200 MiB) and the system daemon
 (``system.slice/heartbeat.service``, node_survival_workloads.HEARTBEAT: its longest gap is the run's). In every one
 the node has memory to spare: expected with evictd as shipped (the stall signal and its gate, reclaim before evict):
-**nobody evicted, no kernel OOM kill**. Sizes scale with the node (MemTotal, `mem_total_mib`):
+**nobody evicted, no kernel OOM kill**. Sizes scale with the node (MemTotal, `mem_total_mib`). The node's large
+file (`stream_file_mib`) is the backup stream's (node_survival_ownlimit: 1.5 x MemTotal), written once a boot on the
+guest's disk and shared by every workload that reads it:
 
 * ``jvm-warmup``: a Burstable JVM-like pod (request: its heap plus `JVM_OVERHEAD_MIB`, no limit) takes its heap,
   `JVM_HEAP_SHARE` x MemTotal (about half the node's available memory), as fast as the kernel faults it in
   (``-XX:+AlwaysPreTouch``: chunks of `JVM_CHUNK_MIB`, every page populated), then holds it. The node's free memory
-  is page cache from before, as on any node that has run a while: before the run a node job
-  (`PRIOR_CACHE_UNIT`) reads a file of `PRIOR_CACHE_SHARE` x MemTotal once (MemFree near the watermarks after it),
-  so that the warm-up takes its memory from reclaiming that cache (global scans) while ``memory.available``
-  (inactive file counts) stays well above the thresholds. The run ends `FALSE_TRIGGER_HOLD_S` after the start.
+  is page cache from before, as on any node that has run a while: before the run a node job (`PRIOR_CACHE_UNIT`)
+  reads `PRIOR_CACHE_SHARE` x MemTotal of the node's large file once (`stream_file_mib`; MemFree near the
+  watermarks after it), so that the warm-up takes its memory from reclaiming that cache (global scans) while
+  ``memory.available`` (inactive file counts) stays well above the thresholds. The run ends
+  `FALSE_TRIGGER_HOLD_S` after the start.
 * ``db-fits``: a Burstable database pod (request `DB_REQUEST_MIB`, no limit) holding a buffer of `DB_BUFFER_MIB`
   of anonymous memory reads its data file of `DB_FILE_MIB` sequentially (its warm-up), then reads random
   `DB_READ_KIB` KiB pages of it with pread(2), `DB_READS_PER_S` a second, steadily: its whole file in the page cache,
@@ -19,16 +22,16 @@ the node has memory to spare: expected with evictd as shipped (the stall signal 
 * ``log-shipper``: an app pod (Burstable, request `LOGGER_REQUEST_MIB`) appends ~200-byte log lines to a file on the
   node's disk at `LOG_RATE_MIB_S` MiB/s (a write every `LOG_WRITE_PERIOD_S`), and a log shipper pod (Burstable,
   request `SHIPPER_REQUEST_MIB`, limit `SHIPPER_LIMIT_MIB`, as fluent-bit runs) tails it, reading what is new every
-  `SHIPPER_PERIOD_S`: dirty page cache, the flusher's writeback, pages written then read (active), for the run.
-  The file is removed at the run's end.
-* ``compaction``: a Burstable job pod (request `COMPACTOR_REQUEST_MIB`, no limit) streams an input file of
-  `COMPACTION_INPUT_SHARE` x MemTotal once with read(2), 1 MiB at a time, writing the first half of each MiB to its
+  `SHIPPER_PERIOD_S`: dirty page cache and the flusher's writeback for the run (a page written then read once
+  stays inactive). The file is removed at the run's end.
+* ``compaction``: a Burstable job pod (request `COMPACTOR_REQUEST_MIB`, no limit) streams the node's large file
+  (`stream_file_mib`, 1.5 x MemTotal) once with read(2), 1 MiB at a time, writing the first half of each MiB to its
   output (a compacted file of half the input's size), fsyncs the output and exits 0 (the Job completes): the page
-  cache fills RAM and kswapd reclaims it (global scans grow), use-once pages and no anonymous shortage. Its input
-  is the backup stream's file (node_survival_ownlimit: the same size, written once a boot). The guest disk is nodefs:
-  with 2.25 x MemTotal on it it must keep `NODEFS_KEEP_SHARE` free (above the shipped soft nodefs.available, 15 %),
-  so the run needs --disk-mib 8192 on a 2.5 GiB node, and fails saying how much more otherwise. The run ends
-  5 s after the job completes (or `COMPACTION_HOLD_S` after the start); the output is removed then.
+  cache fills RAM and kswapd reclaims it (global scans grow), use-once pages and no anonymous shortage. The guest
+  disk is nodefs: with 2.25 x MemTotal on it it must keep `NODEFS_KEEP_SHARE` free (above the shipped soft
+  nodefs.available, 15 %), so the run needs --disk-mib 8192 on a 2.5 GiB node, and fails saying how much more
+  otherwise. The run ends 5 s after the job completes (or `COMPACTION_HOLD_S` after the start); the output is
+  removed then.
 
 Figures of every run (`FalseTriggerRun`, called by bench/node_survival_pagecache.py's `PageCacheRun`;
 ``falseTrigger`` in the run's JSON), read every `SAMPLE_PERIOD_S` from the start: the highest PSI ``some``/``full``
@@ -92,8 +95,7 @@ LOGGER_REQUEST_MIB = 64
 SHIPPER_REQUEST_MIB, SHIPPER_LIMIT_MIB = 64, 128
 SHIPPER_PERIOD_S = 0.1
 
-# compaction: the input is the backup stream's file (1.5 x MemTotal); the output half of it.
-COMPACTION_INPUT_SHARE = BACKUP_SHARE_OF_MEMTOTAL
+# compaction: the input is the node's large file (`stream_file_mib`); the output half of it.
 COMPACTOR_REQUEST_MIB = 256
 COMPACTION_HOLD_S = 300.0  # an upper bound: the run ends 5 s after the job completes
 # The guest disk is nodefs (the kubelet root is on it): with the files and the output written it must keep more than
@@ -244,13 +246,21 @@ report(readBytes=read, writtenBytes=written, streamingS=streamed - began, fsyncS
 
 @dataclass(frozen=True)
 class FalseTriggerWorkload(Workload):
-    prior_cache_mib: int = 0  # a file read once by a node job before the run (0: none)
-    compaction_input_mib: int = 0  # the compaction's input (0: no compaction)
+    # The node's large file: the backup stream's (node_survival_ownlimit), 1.5 x MemTotal, written once a boot and
+    # shared by the workloads that read it (one file on the disk for all of them; 0: none).
+    stream_file_mib: int = 0
+    prior_cache_mib: int = 0  # how much of it a node job reads once before the run (0: none)
+    compaction_input_mib: int = 0  # the compaction's input: all of it (0: no compaction)
 
 
 def _script(settings: Mapping[str, object], body: str) -> str:
     values = "".join(f"{key} = {value!r}\n" for key, value in settings.items())
     return values + PRELUDE + body
+
+
+def stream_file_mib(mem_total_mib: int) -> int:
+    """The node's large file (the backup stream's): 1.5 x MemTotal."""
+    return int(mem_total_mib * BACKUP_SHARE_OF_MEMTOTAL)
 
 
 def jvm_heap_mib(mem_total_mib: int) -> int:
@@ -264,6 +274,7 @@ def false_trigger_workload(name: str, mem_total_mib: int) -> FalseTriggerWorkloa
         jvm = PodSpec("jvm", "burstable", heap + JVM_OVERHEAD_MIB, None, 0.0, 0.0, True,
                       script=_script({"HEAP_MIB": heap, "CHUNK_MIB": JVM_CHUNK_MIB}, JVM))
         return FalseTriggerWorkload(name, (guaranteed_pod(), jvm), hold_s=FALSE_TRIGGER_HOLD_S,
+                                    stream_file_mib=stream_file_mib(mem_total_mib),
                                     prior_cache_mib=int(mem_total_mib * PRIOR_CACHE_SHARE))
     if name == DB_FITS:
         settings = {"FILE": str(file_path("db", DB_FILE_MIB)), "BUFFER_MIB": DB_BUFFER_MIB,
@@ -280,12 +291,12 @@ def false_trigger_workload(name: str, mem_total_mib: int) -> FalseTriggerWorkloa
                           script=_script({"LOG": str(log_path()), "PERIOD": SHIPPER_PERIOD_S}, SHIPPER))
         return FalseTriggerWorkload(name, (guaranteed_pod(), logger, shipper), hold_s=FALSE_TRIGGER_HOLD_S)
     if name == COMPACTION:
-        size = int(mem_total_mib * COMPACTION_INPUT_SHARE)
+        size = stream_file_mib(mem_total_mib)
         settings = {"INPUT": str(file_path("backup", size)), "OUTPUT": str(compaction_output())}
         compactor = PodSpec("compactor", "burstable", COMPACTOR_REQUEST_MIB, None, 0.0, 0.0, True,
                             script=_script(settings, COMPACTOR))
         return FalseTriggerWorkload(name, (guaranteed_pod(), compactor), hold_s=COMPACTION_HOLD_S,
-                                    compaction_input_mib=size)
+                                    stream_file_mib=size, compaction_input_mib=size)
     raise KeyError(name)
 
 
@@ -336,6 +347,7 @@ class FalseTriggerRun:
     def __init__(self, spec: Workload) -> None:
         self.spec = spec
         self.active = isinstance(spec, FalseTriggerWorkload)
+        self.stream_mib: int = getattr(spec, "stream_file_mib", 0)
         self.prior_mib: int = getattr(spec, "prior_cache_mib", 0)
         self.input_mib: int = getattr(spec, "compaction_input_mib", 0)
         self.control: Path | None = None
@@ -350,8 +362,7 @@ class FalseTriggerRun:
         if not os.path.ismount(disk()):  # the log, the files: on the node's disk, not in the guest's tmpfs
             raise RuntimeError(f"workload {spec.name} needs the guest's own disk at {disk()} (--disk-mib > 0)")
         self._remove_outputs()
-        files = [(file_path("prior", self.prior_mib), self.prior_mib)] if self.prior_mib else []
-        files += [(file_path("backup", self.input_mib), self.input_mib)] if self.input_mib else []
+        files = [(file_path("backup", self.stream_mib), self.stream_mib)] if self.stream_mib else []
         if files:
             stat = os.statvfs(disk())
             free_mib = stat.f_bavail * stat.f_frsize // MiB + sum(
@@ -373,7 +384,7 @@ class FalseTriggerRun:
         falsetrigger_folder().mkdir(parents=True, exist_ok=True)
 
     def before_pressure(self, control: Path) -> None:
-        """The node's page cache from before the run (jvm-warmup): a node job reads the prior file once."""
+        """The node's page cache from before the run (jvm-warmup): a node job reads the start of the large file."""
         if not self.active:
             return
         self.control = control
@@ -382,8 +393,8 @@ class FalseTriggerRun:
         from node_survival_nodes import join_unit
 
         began = time.monotonic()
-        subprocess.run(["sh", "-c", join_unit(PRIOR_CACHE_UNIT, 0) + 'exec cat "$0" > /dev/null',
-                        str(file_path("prior", self.prior_mib))], check=True)
+        subprocess.run(["sh", "-c", join_unit(PRIOR_CACHE_UNIT, 0) + 'exec head -c "$1" "$0" > /dev/null',
+                        str(file_path("backup", self.stream_mib)), str(self.prior_mib * MiB)], check=True)
         info = meminfo_kib(Path("/proc/meminfo").read_text())
         self.setup = {"priorCacheMib": self.prior_mib, "priorReadS": time.monotonic() - began,
                       "cachedAfterPriorMib": info.get("Cached", 0) / 1024,

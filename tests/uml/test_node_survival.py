@@ -444,8 +444,9 @@ def test_the_false_trigger_workloads() -> None:
     assert [p.name for p in jvm.pods] == ["guaranteed", "jvm"] and jvm.hold_s == 60.0
     assert jvm.pods[1].request_mib == heap + 64 and jvm.pods[1].limit_mib is None  # Burstable: request, no limit
     assert f"HEAP_MIB = {heap}\n" in jvm.pods[1].script and "MAP_POPULATE" in jvm.pods[1].script
-    # The node's free memory is page cache from before: a file of 3/4 MemTotal read once by a node job.
+    # The node's free memory is page cache from before: 3/4 MemTotal of the node's large file read once by a node job.
     assert jvm.prior_cache_mib == int(2465 * 0.75) and PRIOR_CACHE_UNIT.startswith("system.slice/")  # type: ignore[attr-defined]
+    assert jvm.stream_file_mib == int(2465 * 1.5) > jvm.prior_cache_mib  # type: ignore[attr-defined]
     db = workload(DB_FITS, 2465)
     server = db.pods[1]
     assert isinstance(server, FilePodSpec) and server.file_mib == DB_FILE_MIB == 400
@@ -457,10 +458,11 @@ def test_the_false_trigger_workloads() -> None:
     assert all(repr(str(log_path())) in log[n].script for n in ("logger", "shipper"))
     assert "RATE_BYTES_S = 4194304\n" in log["logger"].script
     compaction = workload(COMPACTION, 2465)
-    assert compaction.compaction_input_mib == int(2465 * 1.5)  # type: ignore[attr-defined]
+    assert compaction.compaction_input_mib == compaction.stream_file_mib == int(2465 * 1.5)  # type: ignore[attr-defined]
     assert compaction.hold_s > 60.0, "a bound only: the run ends when the job completes"
     script = compaction.pods[1].script
-    assert f"backup-{int(2465 * 1.5)}MiB.dat" in script, "the backup stream's file: one file a boot for both"
+    assert f"backup-{int(2465 * 1.5)}MiB.dat" in script, "the backup stream's file: one file a boot for all"
+    assert workload(BACKUP_STREAM, 2465).backup_mib == compaction.stream_file_mib  # type: ignore[attr-defined]
     assert repr(str(compaction_output())) in script and "os.fsync" in script
     assert files_of(compaction) == [] and files_of(jvm) == []  # their files: FalseTriggerRun's
 

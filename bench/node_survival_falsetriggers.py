@@ -29,8 +29,8 @@ guest's disk and shared by every workload that reads it:
   output (a compacted file of half the input's size), fsyncs the output and exits 0 (the Job completes): the page
   cache fills RAM and kswapd reclaims it (global scans grow), use-once pages and no anonymous shortage. The guest
   disk is nodefs: with 2.25 x MemTotal on it it must keep `NODEFS_KEEP_SHARE` free (above the shipped soft
-  nodefs.available, 15 %), so the run needs --disk-mib 8192 on a 2.5 GiB node, and fails saying how much more
-  otherwise. The run ends 5 s after the job completes (or `COMPACTION_HOLD_S` after the start); the output is
+  nodefs.available, 15 %), so the run needs --disk-mib 8192 on a 2.5 GiB node (9216 in a boot with db-fits, whose
+  file stays), and fails saying how much more otherwise. The run ends 5 s after the job completes (or `COMPACTION_HOLD_S` after the start); the output is
   removed then.
 
 Figures of every run (`FalseTriggerRun`, called by bench/node_survival_pagecache.py's `PageCacheRun`;

@@ -30,8 +30,8 @@ guest's disk and shared by every workload that reads it:
   cache fills RAM and kswapd reclaims it (global scans grow), use-once pages and no anonymous shortage. The guest
   disk is nodefs: with 2.25 x MemTotal on it it must keep `NODEFS_KEEP_SHARE` free (above the shipped soft
   nodefs.available, 15 %), so the run needs --disk-mib 8192 on a 2.5 GiB node (9216 in a boot with db-fits, whose
-  file stays), and fails saying how much more otherwise. The run ends 5 s after the job completes (or `COMPACTION_HOLD_S` after the start); the output is
-  removed then.
+  file stays), and fails saying how much more otherwise. The run ends 5 s after the job completes (or
+  `COMPACTION_HOLD_S` after the start); the output is removed then.
 
 Figures of every run (`FalseTriggerRun`, called by bench/node_survival_pagecache.py's `PageCacheRun`;
 ``falseTrigger`` in the run's JSON), read every `SAMPLE_PERIOD_S` from the start: the highest PSI ``some``/``full``

@@ -41,7 +41,8 @@ root cgroup's working set) and the seconds it spent under the shipped soft thres
 cache (``Cached``), ``Dirty`` and ``Writeback``; and what each pod reported of its work (control/stats.NAME: the
 heap's size and seconds, the database's reads, the log bytes written and shipped, the compaction's bytes and
 seconds). Who was evicted, the kernel's OOM kills and the daemon's longest gap are every run's
-(bench/node_survival_guest.py). bench/node_survival_outcomes.py `false_trigger_rows` tables them.
+(bench/node_survival_guest.py). bench/node_survival_outcomes.py `false_trigger_rows` tables them. The earlier false
+triggers (`EARLIER_FALSE_TRIGGERS`: own-limit-thrash, backup-stream, deploy-burst) record the node's figures too.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ MiB = 1 << 20
 PAGE = 4096
 JVM_WARMUP, DB_FITS, LOG_SHIPPER, COMPACTION = "jvm-warmup", "db-fits", "log-shipper", "compaction"
 FALSE_TRIGGER_WORKLOADS = (JVM_WARMUP, DB_FITS, LOG_SHIPPER, COMPACTION)
+# The arena's earlier false triggers (node_survival_ownlimit, node_survival_deploy): their runs record this module's
+# node figures too, so that the whole suite is one table.
+EARLIER_FALSE_TRIGGERS = ("own-limit-thrash", "backup-stream", "deploy-burst")
 # How long a run goes on from its start (the warm-up, the reads, the logging), as the own-limit workloads.
 FALSE_TRIGGER_HOLD_S = 60.0
 
@@ -347,6 +351,7 @@ class FalseTriggerRun:
     def __init__(self, spec: Workload) -> None:
         self.spec = spec
         self.active = isinstance(spec, FalseTriggerWorkload)
+        self.sampling = self.active or spec.name in EARLIER_FALSE_TRIGGERS
         self.stream_mib: int = getattr(spec, "stream_file_mib", 0)
         self.prior_mib: int = getattr(spec, "prior_cache_mib", 0)
         self.input_mib: int = getattr(spec, "compaction_input_mib", 0)
@@ -401,7 +406,7 @@ class FalseTriggerRun:
                       "memAvailableAfterPriorMib": info.get("MemAvailable", 0) / 1024}
 
     def start(self) -> None:
-        if self.active:
+        if self.sampling:
             self._read()
             self.thread.start()
 
@@ -434,7 +439,7 @@ class FalseTriggerRun:
         return max(values) if values else None
 
     def figures(self) -> dict[str, Any]:
-        if not self.active:
+        if not self.sampling:
             return {}
         self._read()
         self.stopping.set()
@@ -444,7 +449,8 @@ class FalseTriggerRun:
         for pod in self.spec.pods:
             with contextlib.suppress(OSError, ValueError):
                 stats[pod.name] = json.loads(((self.control or Path("/nonexistent")) / f"stats.{pod.name}").read_text())
-        self._remove_outputs()
+        if self.active:
+            self._remove_outputs()
         scan_peak = peak_in_window(self.scans, SCAN_WINDOW_S)
         lowest = min((value for _, value in self.available), default=None)
         psi = {kind: self._peak(f"psi_{kind}") for kind in ("some", "full")}

@@ -36,10 +36,12 @@ from node_survival_falsetriggers import (
     COMPACTION,
     DB_FILE_MIB,
     DB_FITS,
+    EARLIER_FALSE_TRIGGERS,
     FALSE_TRIGGER_WORKLOADS,
     JVM_WARMUP,
     LOG_SHIPPER,
     PRIOR_CACHE_UNIT,
+    FalseTriggerRun,
     compaction_output,
     disk_short_mib,
     log_path,
@@ -475,6 +477,17 @@ def test_the_compaction_keeps_nodefs_above_its_soft_threshold() -> None:
     assert short > 0
     assert disk_short_mib(5950 + short, 5636 + short, 5545) == 0, "that much more disk is enough"
     assert disk_short_mib(5950 + short - 10, 5636 + short - 10, 5545) > 0, "and not much more than enough"
+
+
+def test_the_earlier_false_triggers_record_the_nodes_figures_too() -> None:
+    """own-limit-thrash, backup-stream and deploy-burst sample the node as the four do (one table for the suite), and
+    write nothing of theirs; other workloads sample nothing."""
+    assert {BACKUP_STREAM, OWN_LIMIT_THRASH, "deploy-burst"} == set(EARLIER_FALSE_TRIGGERS)
+    for name in EARLIER_FALSE_TRIGGERS:
+        run = FalseTriggerRun(workload(name, 2465))
+        assert run.sampling and not run.active
+    assert not FalseTriggerRun(workload("be-slow", 2465)).sampling
+    assert FalseTriggerRun(workload("be-slow", 2465)).figures() == {}
 
 
 def test_the_false_trigger_pods_report_what_they_did() -> None:

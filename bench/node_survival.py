@@ -23,7 +23,8 @@ backend only; evictd-pid (evictd with pid.available<25% added, for the fork-bomb
 dry-run: its footprint on the node). The non-memory controls
 (fork-bomb, disk-fill, disk-fill-fast: bench/node_survival_controls.py) get a second table of their own figures, the
 own-limit workloads (own-limit-thrash, backup-stream: bench/node_survival_ownlimit.py) a third, the deploy burst
-(deploy-burst: bench/node_survival_deploy.py) a fourth.
+(deploy-burst: bench/node_survival_deploy.py) a fourth, the false triggers (jvm-warmup, db-fits, log-shipper,
+compaction: bench/node_survival_falsetriggers.py) a fifth.
 
 Output: one JSON line per run in <out>/<backend>-<protector>/runs.jsonl, every run in <out>/runs.jsonl, and the
 table (median / worst over the runs of each cell) on stdout and in <out>/table.md, with the guest kernel and
@@ -59,6 +60,7 @@ from node_survival_outcomes import (  # noqa: E402
     cell_rows,
     control_rows,
     deploy_rows,
+    false_trigger_rows,
     markdown_table,
     own_limit_rows,
 )
@@ -237,6 +239,9 @@ def main() -> int:
     if deploy_rows(good):
         table += ("\ndeploy burst figures (bench/node_survival_deploy.py; worst: the weakest burst):\n\n"
                   + markdown_table(deploy_rows(good)))
+    if false_trigger_rows(good):
+        table += ("\nfalse-trigger figures (bench/node_survival_falsetriggers.py; worst: the run that pressed hardest):"
+                  "\n\n" + markdown_table(false_trigger_rows(good)))
     if failed:
         table += "\nfailed runs:\n" + "".join(f"- {r['protector']} {r['workload']} {r['run']}: {r['error']}\n"
                                               for r in failed)

@@ -14,7 +14,10 @@ share one reading:
   with the disk full, and a second table (daemon failures, lowest pid.available, lowest nodefs available,
   who was evicted) for the runs that have them;
 * `own_limit_rows`: the own-limit workloads' figures (bench/node_survival_ownlimit.py): the thrashers' memory.events
-  ``max`` count and cgroup stall, the node's stall and global scans, the backup stream's time, who was evicted.
+  ``max`` count and cgroup stall, the node's stall and global scans, the backup stream's time, who was evicted;
+* `deploy_rows`, `false_trigger_rows`: the deploy burst's and the false triggers' figures
+  (bench/node_survival_deploy.py, bench/node_survival_falsetriggers.py): who was evicted, OOM kills, the daemon's
+  longest gap, peak PSI, global scans, the lowest memory.available, what each workload did.
 
 Nothing here reads evictd's logs: OOM kills come from the kernel's log, evictions from the API server's pod
 objects, deaths of processes from their exit status (waitpid) and their cgroups.
@@ -387,5 +390,42 @@ def deploy_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
             row[title] = _median_and_worst([read(run) for run in members], worse)
         row["OOM kills (all runs)"] = str(sum(len(run.get("oomKills") or []) for run in members))
         row["evicted (all runs)"] = _evicted_counts(members)
+        rows.append(row)
+    return rows
+
+
+# The false triggers' figures (bench/node_survival_falsetriggers.py; a run's "falseTrigger", "heartbeatMaxGapS",
+# "nodeScanMib"): (column title, how to read it from a run, worse). The worst is the run that pressed the node hardest.
+FALSE_TRIGGER_FIGURES: tuple[tuple[str, Any, str], ...] = (
+    ("daemon max gap s", lambda run: run.get("heartbeatMaxGapS"), "max"),
+    ("peak some avg10 %", lambda run: (run["falseTrigger"].get("psiAvg10PeakPercent") or {}).get("some"), "max"),
+    ("peak full avg10 %", lambda run: (run["falseTrigger"].get("psiAvg10PeakPercent") or {}).get("full"), "max"),
+    ("node scans MiB", lambda run: run.get("nodeScanMib"), "max"),
+    ("peak scans in 10 s MiB", lambda run: run["falseTrigger"].get("scanPeak10sMib"), "max"),
+    ("lowest memory.available MiB", lambda run: run["falseTrigger"].get("memoryAvailableMinMib"), "min"),
+    ("s under 500Mi", lambda run: run["falseTrigger"].get("belowSoftThresholdS"), "max"),
+    ("peak page cache MiB", lambda run: run["falseTrigger"].get("cachedPeakMib"), "max"),
+    ("peak dirty MiB", lambda run: run["falseTrigger"].get("dirtyPeakMib"), "max"),
+    ("heap taken s", lambda run: run["falseTrigger"].get("heapWarmS"), "max"),
+    ("db reads/s", lambda run: run["falseTrigger"].get("dbReadsPerS"), "min"),
+    ("log shipped MiB/s", lambda run: run["falseTrigger"].get("logShippedMibPerS"), "min"),
+    ("compaction s", lambda run: run["falseTrigger"].get("compactionS"), "max"),
+)
+
+
+def false_trigger_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """One row per cell of the runs with false-trigger figures, in first-seen order: the runs, every figure as
+    "median / worst", the kernel's OOM kills and the pods evicted (name: count over all runs)."""
+    cells: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for run in runs:
+        if run.get("falseTrigger"):
+            cells.setdefault((run["backend"], run["workload"], run["protector"]), []).append(run)
+    rows = []
+    for (backend, workload_name, protector), members in cells.items():
+        row = {"backend": backend, "workload": workload_name, "protector": protector, "runs": str(len(members))}
+        row["evicted (all runs)"] = _evicted_counts(members)
+        row["OOM kills (all runs)"] = str(sum(len(run.get("oomKills") or []) for run in members))
+        for title, read, worse in FALSE_TRIGGER_FIGURES:
+            row[title] = _median_and_worst([read(run) for run in members], worse)
         rows.append(row)
     return rows

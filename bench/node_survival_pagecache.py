@@ -313,6 +313,7 @@ class PageCacheRun:
     def __init__(self, spec: Workload, work: Path) -> None:
         self.spec, self.work = spec, work
         from node_survival_deploy import DeployBurstRun  # (these build on this module)
+        from node_survival_falsetriggers import FalseTriggerRun
         from node_survival_ownlimit import OwnLimitRun
 
         files = files_of(spec)
@@ -322,6 +323,7 @@ class PageCacheRun:
             write_file(path, mib)
         self.own_limit = OwnLimitRun(spec)  # writes the backup stream's file, before the caches are dropped
         self.deploy = DeployBurstRun(spec)
+        self.false_trigger = FalseTriggerRun(spec)  # writes its files too (the prior cache, the compaction's input)
         os.sync()
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
         self.available: list[tuple[float, int]] = []  # (monotonic, MemFree + Inactive(file) bytes)
@@ -337,8 +339,10 @@ class PageCacheRun:
 
     def before_pressure(self, backend: Any, control: Path, mem_total: int, pods: Mapping[str, Any]) -> None:
         """Once the pods that only hold memory hold it, before the pressure pods start: a deploy's old pods rolled
-        out (bench/node_survival_deploy.py; nothing for other workloads)."""
+        out (bench/node_survival_deploy.py), the page cache from before a JVM's warm-up read in
+        (bench/node_survival_falsetriggers.py); nothing for other workloads."""
         self.deploy.before_pressure(backend, control, mem_total, pods)
+        self.false_trigger.before_pressure(control)
 
     def _counters(self) -> tuple[dict[str, int], dict[str, float]]:
         psi = Path("/proc/pressure/memory")
@@ -361,6 +365,7 @@ class PageCacheRun:
         self.thread.start()
         self.own_limit.start(pods)
         self.deploy.start()
+        self.false_trigger.start()
 
     def figures(self, beats_path: Path) -> dict[str, Any]:
         from node_survival_ownlimit import node_scan_pages
@@ -369,6 +374,7 @@ class PageCacheRun:
         vmstat, psi = self._counters()
         own_limit = self.own_limit.figures()
         deploy = self.deploy.figures(meminfo_kib(Path("/proc/meminfo").read_text())["MemTotal"] * 1024)
+        false_trigger = self.false_trigger.figures()
         scans = node_scan_pages(self.before[0], vmstat)
         self.stopping.set()
         self.thread.join(timeout=2)
@@ -384,4 +390,5 @@ class PageCacheRun:
             "nodeScanMib": None if scans is None else scans * PAGE / MiB,  # node-wide reclaim (kswapd, direct)
             **own_limit,
             **deploy,
+            **false_trigger,
         }

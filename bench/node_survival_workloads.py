@@ -60,6 +60,17 @@ The deploy burst (bench/node_survival_deploy.py: a false trigger for the stall a
   rolled out again on the same files: the new pods read them at once (a burst of refaults and some PSI stall, a
   few seconds long) on a node with ~1.5 GiB free, beside a Guaranteed pod and the daemon.
 
+The false triggers (bench/node_survival_falsetriggers.py: busy nodes not short of memory, run as shipped; nobody
+must be evicted, no OOM kill):
+
+* ``jvm-warmup``: a Burstable JVM-like pod pre-touches a heap of 40 % of MemTotal at start on a node whose free
+  memory is page cache from before, then holds it.
+* ``db-fits``: a Burstable database pod reads its 400 MiB data file, then random 8 KiB pages of it, 500 a second.
+* ``log-shipper``: an app pod appends log lines at 4 MiB/s and a shipper pod tails the file (dirty pages,
+  writeback).
+* ``compaction``: a Burstable job pod streams a file of 1.5 x MemTotal once and writes half of it out (page cache
+  fills RAM, kswapd reclaims it).
+
 The system daemon (`HEARTBEAT`) is a process outside the pods cgroup, in ``system.slice/heartbeat.service``,
 that writes the monotonic time to a file every 100 ms; the arena reads its largest gap.
 
@@ -199,6 +210,10 @@ def workload(name: str, mem_total_mib: int, requests_fit_mib: int | None = None)
         from node_survival_deploy import deploy_workload
 
         return deploy_workload(name, mem_total_mib)
+    if name in FALSE_TRIGGER_WORKLOADS:
+        from node_survival_falsetriggers import false_trigger_workload
+
+        return false_trigger_workload(name, mem_total_mib)
     if name in CONTROL_WORKLOADS:
         return control_workload(name, guaranteed_pod())
     raise KeyError(f"unknown workload {name!r}: one of {', '.join(WORKLOADS)}")
@@ -207,8 +222,10 @@ def workload(name: str, mem_total_mib: int, requests_fit_mib: int | None = None)
 PAGECACHE_WORKLOADS = ("thrash", "active-file")  # bench/node_survival_pagecache.py
 OWN_LIMIT_WORKLOADS = ("own-limit-thrash", "backup-stream")  # bench/node_survival_ownlimit.py
 DEPLOY_WORKLOADS = ("deploy-burst",)  # bench/node_survival_deploy.py
+# bench/node_survival_falsetriggers.py
+FALSE_TRIGGER_WORKLOADS = ("jvm-warmup", "db-fits", "log-shipper", "compaction")
 WORKLOADS = (*GROWER_RATES_MIB_S, *MANY_SMALL_VARIANTS, *PAGECACHE_WORKLOADS, *OWN_LIMIT_WORKLOADS,
-             *DEPLOY_WORKLOADS, *CONTROL_WORKLOADS)
+             *DEPLOY_WORKLOADS, *FALSE_TRIGGER_WORKLOADS, *CONTROL_WORKLOADS)
 
 
 def oom_score_adj(spec: PodSpec, mem_total_bytes: int) -> int:

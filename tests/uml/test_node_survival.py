@@ -32,6 +32,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from node_survival import missing_host_programs, run_boot
 from node_survival_controls import CONTROL_WORKLOADS
 from node_survival_controls_guest import Controls, evictd_settings
+from node_survival_falsetriggers import (
+    COMPACTION,
+    DB_FILE_MIB,
+    DB_FITS,
+    EARLIER_FALSE_TRIGGERS,
+    FALSE_TRIGGER_WORKLOADS,
+    JVM_WARMUP,
+    LOG_SHIPPER,
+    PRIOR_CACHE_UNIT,
+    FalseTriggerRun,
+    compaction_output,
+    disk_short_mib,
+    log_path,
+    work_figures,
+)
 from node_survival_guest import (
     AFTER_STOP_WATCH_S,
     EVICTD_NO_MIN_RECLAIM,
@@ -55,6 +70,7 @@ from node_survival_outcomes import (
     cell_rows,
     control_rows,
     crossing_figures,
+    false_trigger_rows,
     heartbeat_max_gap_s,
     host_ran_short,
     lease_renew_max_gap_s,
@@ -412,6 +428,99 @@ def test_own_limit_rows_show_the_thrashers_and_the_nodes_figures() -> None:
     assert rows[0]["thrasher PSI full s"] == "20 / 20" and rows[0]["node PSI some s"] == "30 / 30"
     assert rows[0]["backup streamed s"] == "-" and rows[0]["evicted (all runs)"] == "none"
     assert rows[1]["evicted (all runs)"] == "bystander 1" and rows[1]["OOM kills (all runs)"] == "0"
+
+
+def test_the_false_trigger_workloads() -> None:
+    assert set(FALSE_TRIGGER_WORKLOADS) <= set(WORKLOADS)
+    for name in FALSE_TRIGGER_WORKLOADS:
+        spec = workload(name, 2465)
+        pods = {p.name: p for p in spec.pods}
+        assert pods["guaranteed"].qos == "guaranteed", f"{name}: the Guaranteed bystander"
+        assert spec.daemon == "", f"{name}: the system daemon is the plain heartbeat"
+        assert all(p.qos == "burstable" and p.pressure and p.script for n, p in pods.items() if n != "guaranteed")
+        for pod in pods.values():
+            if pod.script:
+                compile(pod.script, f"{name}/{pod.name}", "exec")
+    jvm = workload(JVM_WARMUP, 2465)
+    heap = int(2465 * 0.40)
+    assert [p.name for p in jvm.pods] == ["guaranteed", "jvm"] and jvm.hold_s == 60.0
+    assert jvm.pods[1].request_mib == heap + 64 and jvm.pods[1].limit_mib is None  # Burstable: request, no limit
+    assert f"HEAP_MIB = {heap}\n" in jvm.pods[1].script and "MAP_POPULATE" in jvm.pods[1].script
+    # The node's free memory is page cache from before: 3/4 MemTotal of the node's large file read once by a node job.
+    assert jvm.prior_cache_mib == int(2465 * 0.75) and PRIOR_CACHE_UNIT.startswith("system.slice/")  # type: ignore[attr-defined]
+    assert jvm.stream_file_mib == int(2465 * 1.5) > jvm.prior_cache_mib  # type: ignore[attr-defined]
+    db = workload(DB_FITS, 2465)
+    server = db.pods[1]
+    assert isinstance(server, FilePodSpec) and server.file_mib == DB_FILE_MIB == 400
+    assert (server.request_mib or 0) > DB_FILE_MIB + 128, "its file and buffer within its request"
+    assert files_of(db) == [(Path(str(server.script).split("FILE = '")[1].split("'")[0]), 400)]
+    log = {p.name: p for p in workload(LOG_SHIPPER, 2465).pods}
+    assert set(log) == {"guaranteed", "logger", "shipper"}
+    assert (log["shipper"].request_mib, log["shipper"].limit_mib) == (64, 128)
+    assert all(repr(str(log_path())) in log[n].script for n in ("logger", "shipper"))
+    assert "RATE_BYTES_S = 4194304\n" in log["logger"].script
+    compaction = workload(COMPACTION, 2465)
+    assert compaction.compaction_input_mib == compaction.stream_file_mib == int(2465 * 1.5)  # type: ignore[attr-defined]
+    assert compaction.hold_s > 60.0, "a bound only: the run ends when the job completes"
+    script = compaction.pods[1].script
+    assert f"backup-{int(2465 * 1.5)}MiB.dat" in script, "the backup stream's file: one file a boot for all"
+    assert workload(BACKUP_STREAM, 2465).backup_mib == compaction.stream_file_mib  # type: ignore[attr-defined]
+    assert repr(str(compaction_output())) in script and "os.fsync" in script
+    assert files_of(compaction) == [] and files_of(jvm) == []  # their files: FalseTriggerRun's
+
+
+def test_the_compaction_keeps_nodefs_above_its_soft_threshold() -> None:
+    """The guest disk is nodefs: the compaction's input and output must leave 20 % of it free (the shipped soft
+    nodefs.available is 15 %), or its run would end in a disk-pressure eviction."""
+    assert disk_short_mib(8000, 7600, 5545) == 0
+    short = disk_short_mib(5950, 5636, 5545)  # --disk-mib 6144 on a 2465 MiB node
+    assert short > 0
+    assert disk_short_mib(5950 + short, 5636 + short, 5545) == 0, "that much more disk is enough"
+    assert disk_short_mib(5950 + short - 10, 5636 + short - 10, 5545) > 0, "and not much more than enough"
+
+
+def test_the_earlier_false_triggers_record_the_nodes_figures_too() -> None:
+    """own-limit-thrash, backup-stream and deploy-burst sample the node as the four do (one table for the suite), and
+    write nothing of theirs; other workloads sample nothing."""
+    assert {BACKUP_STREAM, OWN_LIMIT_THRASH, "deploy-burst"} == set(EARLIER_FALSE_TRIGGERS)
+    for name in EARLIER_FALSE_TRIGGERS:
+        run = FalseTriggerRun(workload(name, 2465))
+        assert run.sampling and not run.active
+    assert not FalseTriggerRun(workload("be-slow", 2465)).sampling
+    assert FalseTriggerRun(workload("be-slow", 2465)).figures() == {}
+
+
+def test_the_false_trigger_pods_report_what_they_did() -> None:
+    assert work_figures(JVM_WARMUP, {"jvm": {"heapMib": 986, "warmS": 7.4}}) == {"heapWarmS": 7.4}
+    assert work_figures(DB_FITS, {"db": {"warmS": 6.9, "reads": 26000, "readingS": 52.0}}) == \
+        {"dbWarmS": 6.9, "dbReadsPerS": 500.0}
+    assert work_figures(DB_FITS, {}) == {"dbWarmS": None, "dbReadsPerS": None}
+    log = work_figures(LOG_SHIPPER, {"logger": {"writtenBytes": 240 * MiB, "loggingS": 60.0},
+                                     "shipper": {"shippedBytes": 238 * MiB, "shippingS": 59.5}})
+    assert log == {"logWrittenMibPerS": 4.0, "logShippedMibPerS": 4.0, "logLagMib": 2.0}
+    assert work_figures(LOG_SHIPPER, {"logger": {"writtenBytes": 1, "loggingS": 1.0}})["logLagMib"] is None
+    done = {"readBytes": 3697 * MiB, "writtenBytes": 1848 * MiB, "compactionS": 80.0, "done": True}
+    assert work_figures(COMPACTION, {"compactor": done}) == {"compactionS": 80.0, "compactionReadMib": 3697.0}
+    assert work_figures(COMPACTION, {"compactor": {**done, "done": False}})["compactionS"] is None
+    assert work_figures("be-slow", {}) == {}
+
+
+def test_false_trigger_rows_show_who_was_evicted_and_how_hard_the_node_was_pressed() -> None:
+    def run(evicted: tuple[str, ...], gap: float, scans: float, available: float) -> dict[str, Any]:
+        return {"backend": "stand-in", "workload": COMPACTION, "protector": "evictd", "oomKills": [],
+                "evictions": [{"pod": pod} for pod in evicted], "heartbeatMaxGapS": gap, "nodeScanMib": scans,
+                "falseTrigger": {"psiAvg10PeakPercent": {"some": 3.0, "full": 1.0}, "scanPeak10sMib": scans / 4,
+                                 "memoryAvailableMinMib": available, "belowSoftThresholdS": 0.0,
+                                 "cachedPeakMib": 2000.0, "dirtyPeakMib": 80.0, "compactionS": 70.0}}
+    rows = false_trigger_rows([run((), 0.3, 2000.0, 900.0), run(("compactor",), 0.5, 2400.0, 700.0),
+                               {"backend": "stand-in", "workload": "be-slow", "protector": "evictd",
+                                "evictions": []}])
+    assert len(rows) == 1 and rows[0]["runs"] == "2"
+    assert rows[0]["evicted (all runs)"] == "compactor 1" and rows[0]["OOM kills (all runs)"] == "0"
+    assert rows[0]["daemon max gap s"] == "0.4 / 0.5" and rows[0]["node scans MiB"] == "2200 / 2400"
+    assert rows[0]["lowest memory.available MiB"] == "800 / 700", "the lowest is the worst"
+    assert rows[0]["peak some avg10 %"] == "3 / 3" and rows[0]["compaction s"] == "70 / 70"
+    assert rows[0]["heap taken s"] == "-" and rows[0]["db reads/s"] == "-"
 
 
 def test_evictd_refault_needs_no_psi(tmp_path: Path) -> None:

@@ -131,7 +131,7 @@ TABLES: dict[str, Table] = {
                     ("PSI `full` stall s", lambda r: pair(out(r, "psi_full_s"))),
                     ("s to relief", lambda r: pair(out(r, "relief_s"))))),
     "false-triggers": Table((("guest", guest), WORKLOAD, PROTECTOR, RUNS,
-                             ("pods stopped (all runs)", lambda r: str(out(r, "stopped"))),
+                             ("pods evicted a run", lambda r: pair(out(r, "evicted"))),
                              ("runs with a kernel OOM kill", of_runs("oom_kill_runs")),
                              ("daemon's longest gap s", lambda r: pair(out(r, "daemon_gap_s"))))),
     "oomd": Table((WORKLOAD, RUNS,

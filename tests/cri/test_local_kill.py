@@ -9,6 +9,8 @@ out of pids, as on the arena's node in a fork bomb): `CriRuntime.stop_pod` then 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import threading
 import time
@@ -383,8 +385,13 @@ def test_with_memory_not_short_a_pod_deaf_to_sigterm_keeps_its_grace_period(
 
 
 def _procs_below(folder: Path) -> list[str]:
-    return [pid for cgroup in [folder, *folder.rglob("*")] if (cgroup / "cgroup.procs").exists()
-            for pid in (cgroup / "cgroup.procs").read_text().split()]
+    """The PIDs in `folder` and the cgroups below it; a container's cgroup the runtime removes meanwhile has none
+    (os.walk skips a folder gone while it is read, where Path.rglob raised)."""
+    pids = []
+    for parent, _, _ in os.walk(folder):
+        with contextlib.suppress(FileNotFoundError):
+            pids += (Path(parent) / "cgroup.procs").read_text().split()
+    return pids
 
 
 def test_a_pod_whose_cgroup_holds_nothing_left_raises_the_runtimes_own_failure() -> None:

@@ -39,6 +39,7 @@ from evictd.core.kubelet_config import (
 from evictd.core.limits_enforcer import LimitsEnforcer
 from evictd.core.memory_reclaim import DEFAULT_BUDGET_S, MAX_BUDGET_S
 from evictd.core.node_status import ConditionMode
+from evictd.core.protections import ProtectionWanted
 from evictd.core.psi import microseconds, psi_trigger
 from evictd.core.reserved_memory import NodeReservation, node_reservation
 from evictd.core.self_protection import OOM_SCORE_ADJ_MAX, OOM_SCORE_ADJ_MIN
@@ -177,6 +178,12 @@ class Configuration:
     # Memory reserved for the node's daemons: only reported (`evictd.core.node_protection`), never decided on.
     reservation: NodeReservation = field(default_factory=NodeReservation)
     warnings: tuple[str, ...] = ()  # what the kubelet lets pass: ignored documents, unknown or repeated keys
+
+    def protections_wanted(self, reported_only: str | None = None) -> ProtectionWanted:
+        """What this configuration asks of the protections against thrash (`evictd.core.protections`)."""
+        return ProtectionWanted.of(self.eviction.thresholds(), stall_gate=self.eviction.stall_requires_node_reclaim,
+                                   memory_reclaim=self.evictd.memory_reclaim_before_eviction,
+                                   reported_only=reported_only)
 
 
 def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: bool,

@@ -37,6 +37,7 @@ from evictd.adapters.daemon_cgroups import daemon_counts, daemons_missing
 from evictd.adapters.filesystems import FsReading, statvfs_reading
 from evictd.adapters.pod_disk_blocks import DiskBlocks, disk_blocks
 from evictd.adapters.pod_disk_usage import PodDiskStore, PodKey
+from evictd.adapters.protection_facts import psi_missing, refault_missing
 from evictd.adapters.psi_history import PressureHistory
 from evictd.adapters.runtime_stats_worker import RuntimeStatsWorker
 from evictd.clock import SYSTEM_CLOCK, Clock
@@ -177,24 +178,14 @@ class NodeStatsSource:
                 why = "cgroup v1" if self._cgroups.layout.version == 1 else "no pods cgroup"
                 missing.append((signal, f"no pods cgroup memory.pressure ({why})"))
                 continue
-            try:
-                if procfs.memory_pressure(path) is None:
-                    missing.append((signal, path))
-            except SampleError:
-                pass  # there but unreadable: a problem of every cycle, logged as such
+            if psi_missing(path) is not None:  # there but unreadable: a problem of every cycle, logged as such
+                missing.append((signal, path))
         return tuple(missing)
 
     def refault_missing(self) -> str | None:
         """Why the refault signal has no counts on this node (None: /proc/vmstat has them, or cannot be read now, a
         problem of every cycle, logged as such)."""
-        path = os.path.join(self._proc_root, "vmstat")
-        try:
-            counts = procfs.vmstat_counts(self._proc_root)
-        except SampleError:
-            return None
-        if counts.refault_file_bytes is None:
-            return f"{path} has no {' or '.join(key.decode() for key in procfs.REFAULT_KEYS)}"
-        return None
+        return refault_missing(self._proc_root)
 
     def daemons_missing(self) -> str | None:
         """Why the daemons refault signal has nothing to read on this node (`evictd.adapters.daemon_cgroups`)."""

@@ -51,7 +51,7 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     if limits.enforcer is Enforcer.NOBODY:
         print(f"warning: nobody enforces {LIMITS}: {limits.reason}", file=sys.stderr)
     protection = _node_protection(configuration, read_cgroups=read_cgroups)
-    verdicts = _protections(configuration, engine_config, read_cgroups=read_cgroups)
+    verdicts = _protections(configuration, read_cgroups=read_cgroups)
     if output == "json":
         print(json.dumps({"thresholds": [threshold_json(t) for t in shown],
                           "handover": handover_json(handover, kubelet.note),
@@ -84,16 +84,14 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     return EXIT_OK
 
 
-def _protections(configuration: Configuration, engine_config: EngineConfig, *, read_cgroups: bool) -> list[Verdict]:
+def _protections(configuration: Configuration, *, read_cgroups: bool) -> list[Verdict]:
     """Which protections against thrash act (`evictd.core.protections`), with this node's facts if `read_cgroups`."""
     from evictd.adapters.cgroups import CgroupReader, detect_cgroup_layout
     from evictd.adapters.protection_facts import read_protection_facts
-    from evictd.core.protections import ProtectionWanted, protections
+    from evictd.core.protections import protections
 
     own = configuration.evictd
-    wanted = ProtectionWanted.of(engine_config.thresholds,
-                                 stall_gate=configuration.eviction.stall_requires_node_reclaim,
-                                 memory_reclaim=own.memory_reclaim_before_eviction)
+    wanted = configuration.protections_wanted()
     if not read_cgroups:
         return list(protections(wanted, None))
     try:

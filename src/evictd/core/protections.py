@@ -157,26 +157,28 @@ def _reclaim(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict
                    "a memory eviction (while evictd acts: not in dry-run)")
 
 
-def _refault(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
-    named = _named(wanted, [Signal.MEMORY_REFAULT])
+def _counted(protection: Protection, signal: Signal, wanted: ProtectionWanted, read: bool, missing: str | None,
+             off: tuple[str, str], unread: str, node_how: str, active: str) -> Verdict:
+    """A refault-family signal's verdict: `off` (detail, how) without a threshold, `unread` where the node was not
+    `read`, unavailable for what `missing` names, else active with `active` after the thresholds."""
+    named = _named(wanted, [signal])
     if not named:
-        return Verdict(Protection.PAGE_CACHE_REFAULT, State.OFF, "no refault threshold", REFAULT_HOW)
-    if facts is None:
-        return Verdict(Protection.PAGE_CACHE_REFAULT, State.UNREAD, f"{named}; /proc/vmstat not read")
-    if facts.refault_missing is not None:
-        return Verdict(Protection.PAGE_CACHE_REFAULT, State.UNAVAILABLE, f"{named}: {facts.refault_missing}",
-                       "Linux 4.15+ (workingset_refault in /proc/vmstat)")
-    return Verdict(Protection.PAGE_CACHE_REFAULT, State.ACTIVE, named)
+        return Verdict(protection, State.OFF, *off)
+    if not read:
+        return Verdict(protection, State.UNREAD, f"{named}; {unread} not read")
+    if missing is not None:
+        return Verdict(protection, State.UNAVAILABLE, f"{named}: {missing}", node_how)
+    return Verdict(protection, State.ACTIVE, named + active)
+
+
+def _refault(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
+    return _counted(Protection.PAGE_CACHE_REFAULT, Signal.MEMORY_REFAULT, wanted, facts is not None,
+                    None if facts is None else facts.refault_missing, ("no refault threshold", REFAULT_HOW),
+                    "/proc/vmstat", "Linux 4.15+ (workingset_refault in /proc/vmstat)", "")
 
 
 def _daemons(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
-    named = _named(wanted, [Signal.DAEMONS_REFAULT])
-    if not named:
-        return Verdict(Protection.DAEMONS_REFAULT, State.OFF, "no daemons refault threshold", DAEMONS_HOW)
-    if facts is None:
-        return Verdict(Protection.DAEMONS_REFAULT, State.UNREAD, f"{named}; system.slice not read")
-    if facts.daemons_missing is not None:
-        return Verdict(Protection.DAEMONS_REFAULT, State.UNAVAILABLE, f"{named}: {facts.daemons_missing}",
-                       DAEMONS_NODE_HOW)
-    return Verdict(Protection.DAEMONS_REFAULT, State.ACTIVE, f"{named}: system.slice's re-reads within "
-                   f"{DAEMON_REFAULT_WINDOW_S:g} s, of its memory")
+    return _counted(Protection.DAEMONS_REFAULT, Signal.DAEMONS_REFAULT, wanted, facts is not None,
+                    None if facts is None else facts.daemons_missing, ("no daemons refault threshold", DAEMONS_HOW),
+                    "system.slice", DAEMONS_NODE_HOW,
+                    f": system.slice's re-reads within {DAEMON_REFAULT_WINDOW_S:g} s, of its memory")

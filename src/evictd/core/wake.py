@@ -1,5 +1,6 @@
 """Between-cycle attention: what woke the loop (`Wake`), how each reading is watched (`WATCHES`), and `WakeState`'s
 transitions `after_cycle`, `sensed` and `timer`, each returning the new state and a `Plan` (what to arm, when to run).
+Over 500 lines because it is the one model of between-cycle attention: schedule, watches and memcg rules together.
 
 A cycle is due one interval after the last started, or sooner: a memory notification starts follow-ups
 (`NOTIFICATION_FOLLOW_UPS_S`) until a cycle sees a threshold newly met (one confirms a second later); a grace
@@ -8,7 +9,7 @@ evicted pods, a stop, the timer or another watch. `NO_CYCLE` wake-ups (and `psi`
 deadline. Memory that goes back by itself `FLAP_CHANGES` times in `FLAP_WINDOW_S` flaps: no follow-ups, a cycle
 about `FLAP_CYCLE_S` after the last. On cgroup v1, `MemcgState` and its `memcg_*` transitions say which levels to
 register, which firing earns a cycle and what to read in the kernel's place. Pure: every time is an argument
-(monotonic seconds), states are immutable. Over 500 lines: the one model of schedule, watches and memcg rules.
+(monotonic seconds), states are immutable.
 """
 
 from __future__ import annotations

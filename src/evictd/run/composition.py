@@ -49,8 +49,8 @@ from evictd.core.limits_enforcer import Enforcer
 from evictd.core.memory_reclaim import CacheHolder, ReclaimPlan, ReclaimSettings
 from evictd.core.metrics_access import Verdict
 from evictd.core.node_protection import Status, node_protection_findings
-from evictd.core.protections import ProtectionWanted, protections
 from evictd.core.protections import State as ProtectionState
+from evictd.core.protections import protections
 from evictd.core.self_protection import KIB, oom_score_adj_warning
 from evictd.core.signals import Signal
 from evictd.core.summary import Summary
@@ -274,14 +274,10 @@ def report_node_protection(basics: Basics) -> None:
         say("node memory protection", **finding.fields())
 
 
-def report_protections(basics: Basics, engine_config: EngineConfig, reported_only: str | None) -> None:
+def report_protections(basics: Basics, reported_only: str | None) -> None:
     """Log each protection against thrash (`evictd.core.protections`), one "protection" line each: info when
     active, warning when asked for and unavailable; set `evictd_protection`."""
-    wanted = ProtectionWanted.of(engine_config.thresholds,
-                                 stall_gate=basics.config.eviction.stall_requires_node_reclaim,
-                                 memory_reclaim=basics.settings.memory_reclaim_before_eviction,
-                                 reported_only=reported_only)
-    for verdict in protections(wanted, read_protection_facts(basics.cgroups)):
+    for verdict in protections(basics.config.protections_wanted(reported_only), read_protection_facts(basics.cgroups)):
         say = basics.log.warning if verdict.state is ProtectionState.UNAVAILABLE else basics.log.info
         say("protection", **{key: value for key, value in verdict.fields().items() if value})
         for state in ProtectionState:
@@ -475,7 +471,7 @@ def build_daemon(
     basics.metrics.watch_health(lambda: health.status()[0])
     warn_about_pods_cgroup(basics)
     report_node_protection(basics)
-    report_protections(basics, engine_config, "evictd only reports (dry run, or no Kubernetes API)"
+    report_protections(basics, "evictd only reports (dry run, or no Kubernetes API)"
                        if never_acts or cluster is None else None)
     hooks = build_hooks(basics, observers, mode=mode, stats=stats, cluster=cluster,
                         state_file=state_file, link=link, notifiers=notifiers, start_state=start_state,

@@ -301,8 +301,12 @@ def test_a_summary_never_waits_for_a_walk_and_carries_the_last_completed_figures
         figure_times.add(volume.time)
         time.sleep(0.01)
     assert len(figure_times) >= 3, "the walker completed several walks while the summaries were read"
-    assert max(durations) < walk_s / 4, (
-        f"the slowest of {len(durations)} summaries took {max(durations):.3f} s; one walk takes {walk_s:.3f} s")
+    # The walker walks about half the time, so a summary that waited for walks would be slow in a large share of
+    # the reads; one in a hundred may meet a scheduling stall of a busy machine (85 ms once, beside the parallel tier).
+    slow = [d for d in durations if d >= walk_s / 4]
+    assert len(slow) <= len(durations) // 100, (
+        f"{len(slow)} of {len(durations)} summaries took a quarter walk or more (slowest {max(durations):.3f} s); "
+        f"one walk takes {walk_s:.3f} s")
 
 
 def wall(figures: PodDiskFigures) -> datetime:

@@ -24,7 +24,7 @@ from cycle_reports import (
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.notifiers import PsiNotifier, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
-from evictd.adapters.sensors import MemcgNotifierSet, MemoryWatch, Sensors, count_watch
+from evictd.adapters.sensors import MemcgNotifierSet, Sensors, count_watch, memory_watch
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings
@@ -186,8 +186,8 @@ def test_the_v2_memory_watch_is_handed_each_cycles_readings_and_polled_beside_th
     (tmp_path / "kubepods" / "memory.max").write_text(f"{6 * Gi}\n")
     settings = eviction_settings({"evictionHard": {"allocatableMemory.available": "1Gi"}, "enforceNodeAllocatable": []})
     thresholds = tuple(settings.thresholds())
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
-    notifiers = Sensors(waiter, None, (), watch)
+    watch = memory_watch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
+    notifiers = Sensors(waiter, None, (), [watch])
     assert arm(notifiers, failing_cycle(MEMORY_CONFIG), thresholds, time.monotonic()) == []
     assert waiter.notifiers == (watch,)
     assert waiter.wait(0.2) == [], "no stats: nothing watched"
@@ -207,7 +207,7 @@ def test_the_pid_watch_is_handed_each_cycles_observations_and_polled_beside_the_
     settings = eviction_settings({**config, "enforceNodeAllocatable": []})
     thresholds = tuple(settings.thresholds())
     watch = count_watch(Reading.PIDS, interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))
-    notifiers = Sensors(waiter, None, (), counts=[watch])
+    notifiers = Sensors(waiter, None, (), [watch])
     assert arm(notifiers, failing_cycle(config), thresholds, time.monotonic()) == []
     assert waiter.notifiers == (watch,)
     assert waiter.wait(0.2) == [], "no stats: nothing watched"

@@ -19,13 +19,13 @@ from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummar
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
 from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_bytes
-from evictd.adapters.sensors import CountWatch, MemoryWatch, Sensors
+from evictd.adapters.sensors import Sensors, TargetWatch
 from evictd.config import load_configuration
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.quantity import Quantity
-from evictd.core.signals import Signal
+from evictd.core.signals import Reading, Signal
 from evictd.core.stall_gate import CounterTrend, StallGate
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_stall_thresholds
 from evictd.core.wake import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S, Arming
@@ -260,7 +260,13 @@ def test_the_pid_watch_is_built_for_a_pid_threshold_on_the_nodes_own_stats(
         tmp_path: Path, kubelet: str, evictd: str, built: bool) -> None:
     with notifiers_of(tmp_path, kubelet, f"cgroupfsPath: {FIXTURE_V2}\nmemcgWakeups: false\npsiWakeups: false\n"
                       + evictd) as notifiers:
-        assert [(type(watch), watch.cause) for watch in notifiers.counts] == ([(CountWatch, "pid_watch")] if built else [])
+        counts = [(type(watch), watch.cause) for watch in notifiers.watches if watch.cause == "pid_watch"]
+        assert counts == ([(TargetWatch, "pid_watch")] if built else [])
+
+
+def watch_of(sensors: Sensors, cause: str) -> object | None:
+    """The watch of `sensors` that wakes the loop with `cause`, or None."""
+    return next((watch for watch in sensors.watches if watch.cause == cause), None)
 
 
 @contextmanager
@@ -278,8 +284,7 @@ def notifiers_of(tmp_path: Path, kubelet: str, evictd: str) -> Iterator[Sensors]
         try:
             yield notifiers
         finally:
-            for watch in (notifiers.memory_watch, *notifiers.counts, notifiers.refault_watch,
-                          notifiers.daemons_refault_watch, notifiers.memcg):
+            for watch in (*notifiers.watches, notifiers.memcg):
                 if watch is not None:
                     watch.close()
     finally:
@@ -300,12 +305,13 @@ def test_the_memory_watch_looks_on_v1_beside_the_memcg_levels_and_on_v2_alone(
     # looks there too (tests/daemon/test_run_pods.py has the real crossing).
     with notifiers_of(tmp_path, "evictionHard: {memory.available: 100Mi}\n",
                       f"cgroupfsPath: {fixture}\nmemcgWakeups: {wakeups}\npsiWakeups: false\n") as notifiers:
-        assert isinstance(notifiers.memory_watch, MemoryWatch) is watch
-        if notifiers.memory_watch is not None:  # the levels' backstop on v1 is paced for a faster fill
-            assert notifiers.memory_watch.fill_bytes_per_s == (
+        memory_watch = watch_of(notifiers, "memory_watch")
+        assert isinstance(memory_watch, TargetWatch) is watch
+        if isinstance(memory_watch, TargetWatch):  # the levels' backstop on v1 is paced for a faster fill
+            assert memory_watch.rate_per_s == (
                 V1_BACKSTOP_FILL_BYTES_PER_S if fixture == FIXTURE_V1 else ASSUMED_FILL_BYTES_PER_S)
             # on v2, where it is the only wake-up, its steady pace follows what a look costs; on v1 it is fixed
-            assert notifiers.memory_watch.look_budget is (fixture != FIXTURE_V1)
+            assert memory_watch.look_budget is (fixture != FIXTURE_V1)
         assert (notifiers.memcg is not None) is memcg
 
 
@@ -322,9 +328,9 @@ def test_the_daemons_refault_watch_is_built_for_its_threshold_on_the_nodes_own_s
         tmp_path: Path, evictd: str, built: bool) -> None:
     with notifiers_of(tmp_path, "", f"cgroupfsPath: {FIXTURE_V2}\nmemcgWakeups: false\npsiWakeups: false\n"
                       + evictd) as notifiers:
-        watch = notifiers.daemons_refault_watch
-        assert (watch is not None and watch.cause == "daemons_refault_watch") == built
-        notifiers.arm(Arming(0.0, daemons_shares=(5000,)))  # as a cycle that found it unmet leaves it
+        watch = watch_of(notifiers, "daemons_refault_watch")
+        assert (watch is not None) == built
+        notifiers.arm(Arming(0.0, shares={Reading.DAEMONS_MEMORY_REFAULT: (5000,)}))  # as a cycle leaves it unmet
         assert (watch is not None and watch in notifiers.waiter.notifiers) == built
 
 

@@ -39,12 +39,12 @@ from evictd.core.errors import ConfigError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.refault import RefaultSample
-from evictd.core.signals import Signal
+from evictd.core.signals import Reading, Signal
 from evictd.core.stall_gate import SCAN_PAGE_BYTES
 from evictd.core.summary import SYSTEM_CONTAINER_DAEMONS, MemoryStats
 from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import parse_stall_thresholds, parse_threshold_config
-from evictd.core.wake import WatchedRefault, daemons_refault_look, watched_shares
+from evictd.core.wake import WatchedRefault, refault_look, watched_shares
 from evictd.record.summary_json import summary_to_dict
 from evictd.run.composition import check_settings
 
@@ -195,6 +195,9 @@ def test_the_block_round_trips_through_a_recorded_summary() -> None:
 # --- the watch between cycles ----------------------------------------------------------------------------------
 
 
+DAEMONS_READING = Reading.DAEMONS_MEMORY_REFAULT
+
+
 def test_the_watch_wakes_the_loop_at_the_share_under_reclaim() -> None:
     shares = watched_shares((HARD,), None, Signal.DAEMONS_REFAULT)
     assert shares == (5000,) and watched_shares((HARD,), None) == ()  # the node's refault signal watches nothing
@@ -204,16 +207,16 @@ def test_the_watch_wakes_the_loop_at_the_share_under_reclaim() -> None:
     counts = [0, 10, 20, 30, 40, 50, 70, 90, 110, 130, 150, 170]
     for look, percent in enumerate(counts):
         now = look * 0.5
-        watched, woke = daemons_refault_look(watched, percent * ONE_PERCENT, USAGE, 1000 + look * SHORTAGE, now,
-                                             shares, gated=True)
+        watched, woke = refault_look(DAEMONS_READING, watched, percent * ONE_PERCENT, USAGE, 1000 + look * SHORTAGE, now,
+                                     shares, gated=True)
         woken.append(woke)
     # Once a window: the cycle it woke reads the daemons too, and a window on the cycles' readings span one.
     assert woken == [False] * 6 + [True, False, False, False, True, False]
     # Gated, the same re-reads without global reclaim wake nothing.
     watched, still = WatchedRefault(), []
     for look, percent in enumerate(counts):
-        watched, woke = daemons_refault_look(watched, percent * ONE_PERCENT, USAGE, 1000, look * 0.5, shares,
-                                             gated=True)
+        watched, woke = refault_look(DAEMONS_READING, watched, percent * ONE_PERCENT, USAGE, 1000, look * 0.5, shares,
+                                     gated=True)
         still.append(woke)
     assert not any(still)
 

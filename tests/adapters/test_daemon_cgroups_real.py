@@ -21,7 +21,7 @@ from evictd.adapters.daemon_cgroups import daemon_counts, daemons_missing
 from evictd.adapters.node_stats import NodeStatsSource
 from evictd.adapters.notifiers import Waiter
 from evictd.adapters.pod_disk_usage import PodDiskStore
-from evictd.adapters.sensors import DaemonsRefaultWatch
+from evictd.adapters.sensors import daemons_refault_watch
 from evictd.core.daemon_refault import daemon_memory_bytes, daemon_refault_figure
 from evictd.core.protections import DAEMONS_NODE_HOW
 from evictd.core.refault import RefaultSample
@@ -116,11 +116,11 @@ def test_the_watch_wakes_the_loop_when_the_daemons_re_read_their_memory(node: tu
     slice_folder = top / "system.slice"
     slice_folder.mkdir()
     (slice_folder / "memory.limit_in_bytes").write_text(str(LIMIT_BYTES))
-    watch = DaemonsRefaultWatch(layout, gated=False, monotonic=time.monotonic)
+    watch = daemons_refault_watch(layout, gated=False, monotonic=time.monotonic)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
-        watch.arm((5000,))  # 50% of the daemons' memory within the window
+        watch.look_for((5000,))  # 50% of the daemons' memory within the window
         assert waiter.wait(2.0) == []  # nobody re-reads yet
         reader = reader_in(slice_folder, data)
         try:

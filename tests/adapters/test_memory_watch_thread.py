@@ -13,7 +13,7 @@ import pytest
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.notifiers import Waiter
-from evictd.adapters.sensors import MemoryWatch
+from evictd.adapters.sensors import memory_watch
 from evictd.core.signals import Reading
 from evictd.core.wake import MIN_PERIOD_S, STEADY_MAX_PERIOD_S, Target, Wake, steady_max_period_s
 
@@ -41,11 +41,11 @@ def target(met_below: int) -> Target:
 
 def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
     pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB: a look every 20 ms
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
+    watch = memory_watch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
-        watch.arm([target(100 * MI)], time.monotonic())
+        watch.look_for([target(100 * MI)], time.monotonic())
         assert waiter.wait(0.3) == []
         looks = watch.looks
         assert looks >= 2, "near the threshold the watch keeps looking"
@@ -64,15 +64,15 @@ def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
 
 def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> None:
     pods_cgroup(tmp_path, current=100 * MI)  # 412 MiB available, 100 MiB threshold, tick in 0.2 s
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=0.2, monotonic=time.monotonic)
+    watch = memory_watch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=0.2, monotonic=time.monotonic)
     try:
-        watch.arm([target(100 * MI)], time.monotonic())
+        watch.look_for([target(100 * MI)], time.monotonic())
         time.sleep(0.3)
         assert watch.looks == 1, "one look, then idle: 312 MiB cannot fill before the tick at 1 GiB/s"
         pods_cgroup(tmp_path, current=500 * MI)
         time.sleep(0.3)
         assert watch.fired == 0 and watch.looks == 1
-        watch.arm([], time.monotonic())
+        watch.look_for([], time.monotonic())
         time.sleep(0.1)
         assert watch.looks == 1
     finally:
@@ -81,15 +81,15 @@ def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> Non
 
 
 def test_an_unreadable_cgroup_is_skipped_and_the_watch_goes_on(tmp_path: Path) -> None:
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
+    watch = memory_watch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
-        watch.arm([target(100 * MI)], time.monotonic())  # no kubepods folder yet
+        watch.look_for([target(100 * MI)], time.monotonic())  # no kubepods folder yet
         assert waiter.wait(0.2) == []
-        assert watch.looks == 0
+        assert watch.looks == 1, "one look read nothing: idle until the next arming"
         pods_cgroup(tmp_path, current=500 * MI)
-        watch.arm([target(100 * MI)], time.monotonic())
+        watch.look_for([target(100 * MI)], time.monotonic())
         assert waiter.wait(5.0) == [Wake.MEMORY_WATCH]
     finally:
         waiter.close()
@@ -99,9 +99,9 @@ def test_a_steady_margin_is_looked_at_four_times_a_second_and_a_shrinking_one_fa
     """Issue 37 item 3: 12 MiB from the threshold the fast pace is a look every 20 ms (50 a second) for as long as the
     node stays there; once the looks see the margin steady, one every STEADY_MAX_PERIOD_S (250 ms)."""
     pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
+    watch = memory_watch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
     try:
-        watch.arm([target(100 * MI)], time.monotonic())
+        watch.look_for([target(100 * MI)], time.monotonic())
         time.sleep(0.5)  # the first looks, at the fast pace, find it steady for 250 ms
         looks = watch.looks
         time.sleep(1.0)
@@ -123,16 +123,16 @@ def test_a_steady_margin_is_looked_at_four_times_a_second_and_a_shrinking_one_fa
 def test_a_steady_margin_stays_steady_when_the_next_cycle_hands_the_same_target(tmp_path: Path) -> None:
     """Every cycle arms the watch again; a margin steady before it is steady after it (no fast window per cycle)."""
     pods_cgroup(tmp_path, current=400 * MI)  # 112 MiB available, threshold at 100 MiB
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
+    watch = memory_watch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
     try:
-        watch.arm([target(100 * MI)], time.monotonic())
+        watch.look_for([target(100 * MI)], time.monotonic())
         time.sleep(0.6)  # steady after 250 ms of looks
         looks = watch.looks
-        watch.arm([target(100 * MI)], time.monotonic())
+        watch.look_for([target(100 * MI)], time.monotonic())
         time.sleep(0.2)
         assert watch.looks - looks <= 2, "the look at the arming, then the steady pace (fast: 10 in 0.2 s)"
         looks = watch.looks
-        watch.arm([target(101 * MI)], time.monotonic())  # another level: no history, fast again
+        watch.look_for([target(101 * MI)], time.monotonic())  # another level: no history, fast again
         time.sleep(0.2)
         assert watch.looks - looks >= 4
     finally:
@@ -142,17 +142,17 @@ def test_a_steady_margin_stays_steady_when_the_next_cycle_hands_the_same_target(
 def test_after_the_watch_idled_a_margin_is_not_steady_until_looked_at_again(tmp_path: Path) -> None:
     """What the looks saw before the watch idled (a threshold met, the loop deciding) says nothing of the time since."""
     pods_cgroup(tmp_path, current=400 * MI)
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
+    watch = memory_watch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
-        watch.arm([target(100 * MI)], time.monotonic())
+        watch.look_for([target(100 * MI)], time.monotonic())
         time.sleep(0.6)  # steady
         pods_cgroup(tmp_path, current=420 * MI)  # met: the watch wakes the loop and idles
         assert waiter.wait(5.0) == [Wake.MEMORY_WATCH]
         pods_cgroup(tmp_path, current=400 * MI)  # the loop evicted: the same margin as before
         looks = watch.looks
-        watch.arm([target(100 * MI)], time.monotonic())
+        watch.look_for([target(100 * MI)], time.monotonic())
         time.sleep(0.2)
         assert watch.looks - looks >= 4, "a fresh history: the fast pace for a window"
     finally:
@@ -164,12 +164,12 @@ def test_a_hard_threshold_held_met_is_looked_at_twice_a_second_and_once_released
     # A cycle found the threshold met (dry-run, nothing evicted); the memory is then given back with no cycle after
     # it. Before, the watch idled until the tick and the next crossing waited for it.
     pods_cgroup(tmp_path, current=420 * MI)  # 92 MiB available: met
-    watch = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=60.0, monotonic=time.monotonic)
+    watch = memory_watch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=60.0, monotonic=time.monotonic)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
         held = target(100 * MI)
-        watch.arm([held], time.monotonic(), held=[held])
+        watch.look_for([held], time.monotonic(), held=[held])
         assert waiter.wait(1.2) == [], "held met: no wake-up, the loop already knows"
         assert 2 <= watch.looks <= 4, f"{watch.looks} looks in 1.2 s: one every HELD_PERIOD_S"
         pods_cgroup(tmp_path, current=300 * MI)  # given back: 212 MiB available, released at the next look
@@ -195,12 +195,12 @@ def test_on_v2_the_steady_pace_follows_the_threads_cpu_per_look(tmp_path: Path) 
         spent[0] += 0.00065
         return spent[0]
 
-    budgeted = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic, look_budget=True,
+    budgeted = memory_watch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic, look_budget=True,
                            thread_cpu=thread_cpu, look_cost_window=4)
-    fixed = MemoryWatch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic, thread_cpu=thread_cpu)
+    fixed = memory_watch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic, thread_cpu=thread_cpu)
     try:
-        budgeted.arm([target(100 * MI)], time.monotonic())
-        fixed.arm([target(100 * MI)], time.monotonic())
+        budgeted.look_for([target(100 * MI)], time.monotonic())
+        fixed.look_for([target(100 * MI)], time.monotonic())
         time.sleep(0.5)  # steady after a window
         looks = (budgeted.looks, fixed.looks)
         time.sleep(1.0)

@@ -29,7 +29,8 @@ from types import FrameType, MappingProxyType
 
 import pytest
 
-from evictd.adapters.notifiers import MemcgThresholdNotifier, Notifier, PsiNotifier, Waiter, has_cap_sys_resource
+from evictd.adapters.notifiers import MemcgThresholdNotifier, Notifier, PsiNotifier, Waiter
+from evictd.adapters.procfs import has_cap_sys_resource
 from evictd.adapters.psi_history import PressureHistory
 from evictd.adapters.sensors import MemcgNotifierSet, Sensors
 from evictd.core.errors import ConfigError, SampleError

@@ -1,4 +1,4 @@
-"""The pid watch (a `CountWatch` on the pids row of `WATCHES`) against a /proc of plain files: it reads loadavg's task
+"""The pid watch (a `TargetWatch` on the pids row of `WATCHES`) against a /proc of plain files: it reads loadavg's task
 count only while a crossing is near, wakes a real Waiter once when a ``pid.available`` threshold is met, then idles until the next cycle arms it
 again."""
 
@@ -35,7 +35,7 @@ def test_a_crossing_between_ticks_wakes_the_waiter_once(tmp_path: Path) -> None:
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
-        watch.arm([NEAR], 1500, time.monotonic())
+        watch.look_for([NEAR], time.monotonic(), seen={Reading.PIDS: 1500})
         assert waiter.wait(0.3) == []
         assert watch.looks >= 2, "near the threshold the watch keeps looking"
         loadavg(tmp_path, 1600)  # 448 available, below 512
@@ -54,7 +54,7 @@ def test_far_from_every_threshold_the_watch_reads_nothing(tmp_path: Path) -> Non
     loadavg(tmp_path, 300)  # 1,236 tasks from the threshold: 0.12 s at the assumed rate, after a 0.1 s tick
     watch = count_watch(Reading.PIDS, interval_s=0.1, monotonic=time.monotonic, proc_root=str(tmp_path))
     try:
-        watch.arm([NEAR], 300, time.monotonic())
+        watch.look_for([NEAR], time.monotonic(), seen={Reading.PIDS: 300})
         loadavg(tmp_path, 2000)
         time.sleep(0.3)
         assert (watch.looks, watch.fired) == (0, 0)
@@ -68,7 +68,7 @@ def test_an_unreadable_loadavg_skips_the_look_and_keeps_the_pace(tmp_path: Path)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
-        watch.arm([NEAR], 1500, time.monotonic())
+        watch.look_for([NEAR], time.monotonic(), seen={Reading.PIDS: 1500})
         assert waiter.wait(0.35) == []
         assert watch.looks >= 2, "looked at the cycle's count's pace (100 ms), not idle"
         loadavg(tmp_path, 1600)
@@ -84,14 +84,13 @@ def test_the_cycles_arming_arms_it_and_close_stops_the_thread(tmp_path: Path) ->
     observed = Observation(Quantity.from_int(PID_MAX - 1500, QuantityFormat.DECIMAL_SI),
                            Quantity.from_int(PID_MAX, QuantityFormat.DECIMAL_SI), None)
     stats = summary_from_dict(summary())
-    watch.arm(*arming(time.monotonic(), [hard], stats, {Signal.PID_AVAILABLE: observed}).counts[Reading.PIDS],
-              time.monotonic())
+    watch.arm(arming(time.monotonic(), [hard], stats, {Signal.PID_AVAILABLE: observed}))
     time.sleep(0.35)
     assert watch.looks >= 2
     threads = [t for t in threading.enumerate() if t.name == "evictd-pid-watch"]
     assert len(threads) == 1
     assert arming(0.0, [hard], None, {Signal.PID_AVAILABLE: observed}).counts == {}, "a cycle without stats: none"
-    watch.arm((), 0, time.monotonic())
+    watch.arm(arming(time.monotonic(), [hard], None, {Signal.PID_AVAILABLE: observed}))
     time.sleep(0.15)
     looks = watch.looks
     time.sleep(0.25)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from evictd.adapters.notifiers import Waiter
-from evictd.adapters.sensors import RefaultWatch
+from evictd.adapters.sensors import node_refault_watch
 from evictd.core.wake import Wake
 
 PAGE = 4096
@@ -27,12 +27,12 @@ def vmstat(proc: Path, refaulted_mib: int, scanned: int = 0) -> None:
 def test_a_share_reached_wakes_the_waiter_once_then_the_watch_idles(tmp_path: Path) -> None:
     vmstat(tmp_path, 0)
     seconds = itertools.count()  # every look is a second later
-    watch = RefaultWatch(gated=False, proc_root=str(tmp_path), monotonic=lambda: float(next(seconds)),
+    watch = node_refault_watch(gated=False, proc_root=str(tmp_path), monotonic=lambda: float(next(seconds)),
                          look_s=0.01)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
-        watch.arm([100], MEMORY)  # 1% within 10 s
+        watch.look_for([100], MEMORY)  # 1% within 10 s
         assert waiter.wait(0.2) == [], "nothing refaulted: no wake-up"
         assert watch.looks >= 5
         vmstat(tmp_path, 200)  # 200 MiB more: 2% of the memory within the window
@@ -49,12 +49,12 @@ def test_a_share_reached_wakes_the_waiter_once_then_the_watch_idles(tmp_path: Pa
 def test_gated_a_share_without_global_reclaim_wakes_nothing(tmp_path: Path) -> None:
     vmstat(tmp_path, 0, scanned=1000)
     seconds = itertools.count()
-    watch = RefaultWatch(gated=True, proc_root=str(tmp_path), monotonic=lambda: float(next(seconds)),
+    watch = node_refault_watch(gated=True, proc_root=str(tmp_path), monotonic=lambda: float(next(seconds)),
                          look_s=0.01)
     waiter = Waiter(time.monotonic)
     waiter.set_notifiers([watch])
     try:
-        watch.arm([100], MEMORY)
+        watch.look_for([100], MEMORY)
         assert waiter.wait(0.1) == []
         vmstat(tmp_path, 200, scanned=1000)  # a pod re-reading its files in its own limit: no global scans
         assert waiter.wait(0.3) == []
@@ -66,9 +66,9 @@ def test_gated_a_share_without_global_reclaim_wakes_nothing(tmp_path: Path) -> N
 
 def test_nothing_armed_nothing_read(tmp_path: Path) -> None:
     vmstat(tmp_path, 0)
-    watch = RefaultWatch(gated=False, proc_root=str(tmp_path), look_s=0.01, monotonic=time.monotonic)
+    watch = node_refault_watch(gated=False, proc_root=str(tmp_path), look_s=0.01, monotonic=time.monotonic)
     try:
-        watch.arm([], MEMORY)
+        watch.look_for([], MEMORY)
         time.sleep(0.1)
         assert watch.looks == 0
     finally:

@@ -21,19 +21,37 @@ from evictd.core.wake import (
     STEADY_TOLERANCE_BYTES,
     STEADY_WINDOW_S,
     V1_BACKSTOP_FILL_BYTES_PER_S,
+    WATCHES,
+    Look,
     LookHistory,
     Target,
     look_history,
+    look_period_s,
     steady_max_period_s,
-    watch_period_s,
     watch_plan,
 )
-from evictd.core.wake import memory_look as look
+from evictd.core.wake import look as row_look
 
 MI = 1 << 20
 GI = 1 << 30
 
 N, P = Reading.NODE_MEMORY, Reading.PODS_MEMORY
+
+
+def watch_period_s(margin: int, until_tick_s: float, *, steady: bool = False,
+                   fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S,
+                   steady_max_s: float = STEADY_MAX_PERIOD_S) -> float | None:
+    """The memory rows' pace (`look_period_s` of the node memory row, at `fill_bytes_per_s`)."""
+    return look_period_s(WATCHES[N], margin, until_tick_s, steady=steady, rate_per_s=fill_bytes_per_s,
+                         steady_max_s=steady_max_s)
+
+
+def look(histories: dict[Target, LookHistory], targets: tuple[Target, ...], working_sets: dict[Reading, int],
+         now: float, until_tick_s: float, *, held: tuple[Target, ...] = (),
+         steady_max_s: float = STEADY_MAX_PERIOD_S) -> Look:
+    """A memory look (`evictd.core.wake.look` with the histories of the looks before)."""
+    return row_look(targets, working_sets, now, until_tick_s, histories=histories, held=held,
+                    steady_max_s=steady_max_s)
 
 
 def threshold(text: str, signal: Signal = Signal.MEMORY_AVAILABLE, grace_period_s: float = 0.0) -> Threshold:

@@ -31,7 +31,7 @@ def watch_period_s(margin: int, until_tick_s: float) -> float | None:
 
 
 def look(targets: list[Target], tasks: int, until_tick_s: float) -> Look:
-    return row_look(ROW, targets, tasks, until_tick_s)
+    return row_look(targets, {Reading.PIDS: tasks}, 0.0, until_tick_s)
 
 
 def test_the_pid_row_assumes_10000_forks_a_second_and_looks_at_most_10_times_a_second() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from evictd.core.quantity import Quantity, QuantityFormat
+from evictd.core.signals import Reading
 from evictd.core.summary import Observation
 from evictd.core.thresholds import parse_stall_thresholds
 from evictd.core.wake import WatchedRefault, watched_shares
@@ -44,8 +45,8 @@ def looks(refaulted_mib: list[int | None], scanned: list[int | None], *, gated: 
     """Look once a second at cumulative refault counts (MiB) and global scan counts; return each look's verdict."""
     watched, woken = WatchedRefault(), []
     for second, (refault, scans) in enumerate(zip(refaulted_mib, scanned, strict=True)):
-        watched, wake = look(watched, None if refault is None else refault * Mi, scans, float(second), MEMORY, shares,
-                             gated=gated)
+        watched, wake = look(Reading.NODE_MEMORY_REFAULT, watched, None if refault is None else refault * Mi, MEMORY,
+                             scans, float(second), shares, gated=gated)
         woken.append(wake)
     return woken
 

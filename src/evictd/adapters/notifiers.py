@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from evictd.adapters import procfs
 from evictd.core.errors import SampleError
 from evictd.core.psi import format_us, psi_trigger
 from evictd.core.thresholds import Threshold
@@ -269,27 +270,6 @@ class NotifierFailure:
 
 
 SYSTEM_MEMORY_PRESSURE = "/proc/pressure/memory"
-# Bit number of CAP_SYS_RESOURCE in the CapEff mask of /proc/<pid>/status (linux/capability.h).
-CAP_SYS_RESOURCE = 24
-
-
-def has_cap_sys_resource(proc_root: str = "/proc") -> bool:
-    """Whether this process has CAP_SYS_RESOURCE in its effective set; SampleError if unreadable."""
-    path = os.path.join(proc_root, "self", "status")
-    try:
-        with open(path, encoding="ascii", errors="replace") as status:
-            text = status.read()
-    except OSError as exc:
-        raise os_sample_error(path, exc) from exc
-    for line in text.splitlines():
-        if line.startswith("CapEff:"):
-            try:
-                mask = int(line.split(":", 1)[1].strip(), 16)
-            except ValueError as exc:
-                raise SampleError(path, f"bad CapEff line {line!r}") from exc
-            return bool(mask >> CAP_SYS_RESOURCE & 1)
-    raise SampleError(path, "no CapEff line")
-
 
 class PsiNotifier(FdOwner):
     """A PSI trigger on /proc/pressure/memory or a v2 cgroup's memory.pressure; fires with POLLPRI."""
@@ -310,7 +290,7 @@ class PsiNotifier(FdOwner):
         resource = os.path.basename(path.rstrip("/")).removesuffix(".pressure")  # memory.pressure: memory
         self.description = description or f"psi {resource} {kind} {format_us(stall_us)}/{format_us(window_us)}"
         if privileged is None:
-            privileged = has_cap_sys_resource()
+            privileged = procfs.has_cap_sys_resource()
         trigger = psi_trigger(kind, stall_us, window_us, privileged=privileged)
         fd = -1
         try:

@@ -5,7 +5,7 @@ fields with ``meminfo_bytes``), ``pid_limit`` (the smaller of ``kernel.pid_max``
 pidlimit_linux.go ``Stats``) and ``running_tasks`` (``/proc/loadavg``'s fourth field, as ``runningTaskCount``:
 ``sysinfo(2)``'s 16-bit ``procs`` wraps, kubernetes#107107). For evictd's stall signals: ``memory_pressure`` (a PSI
 file; None where the kernel has none) and ``vmstat_counts`` (global reclaim scans for the stall gate, page cache
-refaults and activations for the refault signal).
+refaults and activations for the refault signal); ``has_cap_sys_resource`` for PSI trigger windows.
 
 Invariants: every function takes ``root`` (``/proc``) so tests use fixtures; any failure raises
 ``SampleError(path, reason)``; ``pid_limit`` needs both files (one alone may be too high; never guessed); reads only.
@@ -30,6 +30,9 @@ MEMINFO_UNIT = "kB"
 # /proc/loadavg: "0.58 0.88 0.51 3/99 10295" - the fourth field is running/total tasks.
 LOADAVG_FIELDS = 5
 LOADAVG_TASKS_FIELD = 3
+
+# Bit number of CAP_SYS_RESOURCE in the CapEff mask of /proc/<pid>/status (linux/capability.h).
+CAP_SYS_RESOURCE = 24
 
 
 def meminfo_bytes(field: str, root: str | Path = "/proc") -> int:
@@ -167,6 +170,20 @@ def running_tasks(root: str | Path = "/proc") -> int:
     # The running count is not used, but a garbled one means the whole line cannot be trusted.
     _uint(path, running)
     return _uint(path, total)
+
+
+def has_cap_sys_resource(root: str | Path = "/proc") -> bool:
+    """Whether this process has CAP_SYS_RESOURCE in its effective set (``<root>/self/status``'s CapEff). Raises
+    SampleError."""
+    path = Path(root) / "self" / "status"
+    for line in read_file(str(path)).decode("ascii", errors="replace").splitlines():  # Name: may be any bytes
+        if line.startswith("CapEff:"):
+            try:
+                mask = int(line.split(":", 1)[1].strip(), 16)
+            except ValueError as exc:
+                raise SampleError(str(path), f"bad CapEff line {line!r}") from exc
+            return bool(mask >> CAP_SYS_RESOURCE & 1)
+    raise SampleError(str(path), "no CapEff line")
 
 
 def _read_text(path: Path) -> str:

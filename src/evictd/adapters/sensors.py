@@ -141,23 +141,26 @@ class WatchThread(FdOwner):
         super().close()
 
 
-class MemoryWatch(WatchThread):
-    """Signals its eventfd when a watched memory threshold is found met."""
+class TargetWatch(WatchThread):
+    """Signals its eventfd when a look finds a `Target` met: each target's reading read by `readers` between ticks,
+    paced by its `WATCHES` row (`evictd.core.wake.look`; the memory watch, a counted reading's watch). A read that
+    fails keeps the figure last read for this arming (the cycle's `seen` at first), else its targets are skipped."""
 
-    cause = Wake.MEMORY_WATCH
-
-    def __init__(self, cgroups: CgroupReader, interval_s: float, *,
-                 monotonic: Callable[[], float], fill_bytes_per_s: int = wake.ASSUMED_FILL_BYTES_PER_S,
-                 look_budget: bool = False,
+    def __init__(self, readers: Mapping[Reading, Callable[[], int]], interval_s: float, *,
+                 monotonic: Callable[[], float], rate_per_s: float | None = None, look_budget: bool = False,
                  thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
-        super().__init__("memory watch", "evictd-memory-watch")
-        self._cgroups = cgroups
+        self._readers = dict(readers)
+        self.cause = wake.WATCHES[next(iter(self._readers))].cause
+        name = self.cause.replace("_", " ")
+        super().__init__(name, f"evictd-{name.replace(' ', '-')}")
         self._interval_s = interval_s
         self._monotonic = monotonic
-        self.fill_bytes_per_s = fill_bytes_per_s  # the fastest fill the looks are paced for
-        # The thread's own: what the looks saw of each target; the arming whose held targets a look released.
+        self.rate_per_s = rate_per_s  # the fastest move the looks are paced for (None: each row's)
+        # The thread's own: what the looks saw of each target; the arming whose held targets a look released; the
+        # figures last read for an arming.
         self._histories: dict[wake.Target, wake.LookHistory] = {}
         self._released: int | None = None
+        self._last_read: tuple[int, dict[Reading, int]] = (-1, {})
         # v2's `look_budget`: the steady cap follows the CPU per look over a window (start CPU, looks; None: idle).
         self.look_budget = look_budget
         self._thread_cpu = thread_cpu
@@ -165,9 +168,23 @@ class MemoryWatch(WatchThread):
         self._look_cost_window = look_cost_window
         self.look_cpu_s: float | None = None
 
-    def arm(self, targets: Sequence[wake.Target], now: float, *, held: Sequence[wake.Target] = ()) -> None:
-        """Watch `targets` from `now` (the cycle's start), once none of `held` is met any more."""
-        self._arm((tuple(targets), tuple(held), now), bool(targets))
+    def arm(self, arming: wake.Arming) -> None:
+        """Watch what `arming` leaves to this watch's readings."""
+        reading = next(iter(self._readers))
+        if wake.WATCHES[reading].counted:
+            targets, seen = arming.counts.get(reading, ((), 0))
+            self.look_for(targets, arming.at, seen={reading: seen})
+        else:
+            self.look_for(arming.memory, arming.at, held=arming.held)
+
+    def look_for(self, targets: Sequence[wake.Target], now: float, *, held: Sequence[wake.Target] = (),
+                 seen: Mapping[Reading, int] | None = None) -> None:
+        """Watch `targets` from `now` (the cycle's start), once none of `held` is met any more; with the cycle's
+        figures `seen`, no look at all when none could come before the tick at them."""
+        targets, seen = tuple(targets), dict(seen or {})
+        near = bool(targets) and (not seen or wake.look(targets, seen, now, self._interval_s - (
+            self._monotonic() - now), rate_per_s=self.rate_per_s).period_s is not None)
+        self._arm((targets, tuple(held), now, seen), near)
 
     def _idle(self) -> None:
         self._histories = {}  # what the looks saw is no history of the time it did not look
@@ -192,24 +209,26 @@ class MemoryWatch(WatchThread):
                 self._cost_window = (cpu, 0)
         return wake.steady_max_period_s(self.look_cpu_s)
 
-    def _look(self, armed: tuple[tuple[wake.Target, ...], tuple[wake.Target, ...], float],
+    def _look(self, armed: tuple[tuple[wake.Target, ...], tuple[wake.Target, ...], float, dict[Reading, int]],
               generation: int) -> float | None:
-        """Read each target's cgroup once; signal the loop and idle when one is met, else the next period."""
-        targets, held, armed_at = armed
+        """Read each target's reading once; signal the loop and idle when one is met, else the next period."""
+        targets, held, armed_at, seen = armed
         steady_max_s = self._steady_max_s()
         if self._released == generation:
             held = ()
-        working_sets: dict[Reading, int] = {}
-        for reading in dict.fromkeys(target.reading for target in targets):
-            cgroup = self._cgroups.pods_cgroup() if reading is Reading.PODS_MEMORY else ""
-            try:
-                working_sets[reading] = self._cgroups.memory(cgroup, working_set_only=True).working_set_bytes
-            except SampleError:
-                continue  # the cycle reports the unreadable source
+        last = self._last_read[1] if self._last_read[0] == generation else seen
+        figures: dict[Reading, int] = {}
+        for reading in dict.fromkeys(target.reading for target in (*held, *targets)):
             self.looks += 1
+            try:
+                figures[reading] = self._readers[reading]()
+            except SampleError:  # the cycle reports the unreadable source
+                if reading in last:
+                    figures[reading] = last[reading]
+        self._last_read = (generation, figures)
         now = self._monotonic()
-        found = wake.memory_look(self._histories, targets, working_sets, now, self._interval_s - (now - armed_at),
-                     fill_bytes_per_s=self.fill_bytes_per_s, held=held, steady_max_s=steady_max_s)
+        found = wake.look(targets, figures, now, self._interval_s - (now - armed_at), histories=self._histories,
+                          held=held, rate_per_s=self.rate_per_s, steady_max_s=steady_max_s)
         if found.released:
             self._released = generation
         self._histories = dict(found.histories)
@@ -219,78 +238,94 @@ class MemoryWatch(WatchThread):
         return found.period_s
 
 
+def memory_watch(cgroups: CgroupReader, interval_s: float, *, monotonic: Callable[[], float],
+                 fill_bytes_per_s: int = wake.ASSUMED_FILL_BYTES_PER_S, look_budget: bool = False,
+                 thread_cpu: Callable[[], float] = time.thread_time,
+                 look_cost_window: int = LOOK_COST_WINDOW) -> TargetWatch:
+    """The memory watch: the node's and the pods' working sets against the memory thresholds not met."""
+    def working_set(reading: Reading) -> Callable[[], int]:
+        return lambda: cgroups.memory(cgroups.pods_cgroup() if reading is Reading.PODS_MEMORY else "",
+                                      working_set_only=True).working_set_bytes
+    return TargetWatch({r: working_set(r) for r in (Reading.NODE_MEMORY, Reading.PODS_MEMORY)}, interval_s,
+                       monotonic=monotonic, rate_per_s=fill_bytes_per_s, look_budget=look_budget,
+                       thread_cpu=thread_cpu, look_cost_window=look_cost_window)
+
+
+# What each counted row of `evictd.core.wake.WATCHES` reads (from a /proc root): a new counted reading is a row here.
+COUNT_READERS: Mapping[Reading, Callable[[str], int]] = MappingProxyType({Reading.PIDS: procfs.running_tasks})
+
+
+def count_watch(reading: Reading, interval_s: float, *, monotonic: Callable[[], float],
+                proc_root: str = "/proc") -> TargetWatch:
+    """The watch of a counted `reading` (the pid watch: /proc/loadavg's task count against ``pid.available``)."""
+    return TargetWatch({reading: lambda: COUNT_READERS[reading](proc_root)}, interval_s, monotonic=monotonic)
+
+
+# A refault watch's read: the bytes refaulted since boot, the memory they are a share of (None: the arming's), the
+# global reclaim scans; None each where unreadable.
+RefaultRead = tuple[int | None, int | None, int | None]
+
+
 class RefaultWatch(WatchThread):
-    """Signals its eventfd when the node's refaults may meet a watched threshold."""
+    """Signals its eventfd when the refaults of its reading may meet a watched threshold (`wake.refault_look`)."""
 
-    cause = Wake.REFAULT_WATCH
-
-    def __init__(self, *, gated: bool, monotonic: Callable[[], float], proc_root: str = "/proc",
-                 look_s: float = wake.REFAULT_LOOK_S) -> None:
-        super().__init__("refault watch", "evictd-refault-watch")
+    def __init__(self, reading: Reading, read: Callable[[], RefaultRead], *, gated: bool,
+                 monotonic: Callable[[], float], look_s: float | None = None) -> None:
+        self.reading = reading
+        self.cause = wake.WATCHES[reading].cause
+        name = self.cause.replace("_", " ")
+        super().__init__(name, f"evictd-{name.replace(' ', '-')}")
+        self._read = read
         self._gated = gated
-        self._proc_root = proc_root
         self._monotonic = monotonic
-        self._look_s = look_s
+        self._look_s = wake.WATCHES[reading].min_period_s if look_s is None else look_s
         self._watched = wake.WatchedRefault()  # the thread's own readings, kept across armings
 
-    def arm(self, shares: Sequence[int], memory_bytes: int | None) -> None:
-        """Watch for the lowest of `shares` (basis points refaulted within the window) of `memory_bytes`."""
+    def arm(self, arming: wake.Arming) -> None:
+        """Watch what `arming` leaves to this watch's reading."""
+        self.look_for(arming.shares.get(self.reading, ()), arming.memory_bytes)
+
+    def look_for(self, shares: Sequence[int], memory_bytes: int | None = None) -> None:
+        """Watch for the lowest of `shares` (basis points re-read within the window) of `memory_bytes` (None: the
+        memory the reading reads)."""
         self._arm((tuple(sorted(shares)), memory_bytes), bool(shares))
 
     def _look(self, armed: tuple[tuple[int, ...], int | None], generation: int) -> float | None:
-        """Read /proc/vmstat; signal the loop and idle when a cycle may find a threshold met."""
+        """Read the counts; signal the loop and idle when a cycle may find a threshold met."""
         shares, memory_bytes = armed
-        try:
-            counts: procfs.VmstatCounts | None = procfs.vmstat_counts(self._proc_root)
-        except SampleError:
-            counts = None
+        refaulted, memory, scans = self._read()
         self.looks += 1
-        self._watched, woke = wake.refault_look(self._watched, None if counts is None else counts.refault_file_bytes,
-                                   None if counts is None else counts.global_scan_pages, self._monotonic(),
-                                   memory_bytes, shares, gated=self._gated)
+        self._watched, woke = wake.refault_look(self.reading, self._watched, refaulted,
+                                                memory_bytes if memory is None else memory, scans,
+                                                self._monotonic(), shares, gated=self._gated)
         if woke:
             self._signal_loop()
             return None
         return self._look_s
 
 
-class DaemonsRefaultWatch(WatchThread):
-    """Signals its eventfd when the daemons' (system.slice's) re-reads may meet a watched threshold."""
+def _scans(proc_root: str) -> int | None:
+    counts = _quietly(procfs.vmstat_counts, proc_root)
+    return None if counts is None else counts.global_scan_pages
 
-    cause = Wake.DAEMONS_REFAULT_WATCH
 
-    def __init__(self, layout: CgroupLayout, *, gated: bool, monotonic: Callable[[], float], proc_root: str = "/proc",
-                 look_s: float = wake.DAEMONS_REFAULT_LOOK_S) -> None:
-        super().__init__("daemons refault watch", "evictd-daemons-refault-watch")
-        self._layout = layout
-        self._gated = gated
-        self._proc_root = proc_root
-        self._monotonic = monotonic
-        self._look_s = look_s
-        self._watched = wake.WatchedRefault()  # the thread's own readings, kept across armings
+def node_refault_watch(*, gated: bool, monotonic: Callable[[], float], proc_root: str = "/proc",
+                       look_s: float | None = None) -> RefaultWatch:
+    """The node's refault watch: /proc/vmstat's page cache refaulted, of the node's memory."""
+    def read() -> RefaultRead:
+        counts = _quietly(procfs.vmstat_counts, proc_root)
+        return (None, None, None) if counts is None else (counts.refault_file_bytes, None, counts.global_scan_pages)
+    return RefaultWatch(Reading.NODE_MEMORY_REFAULT, read, gated=gated, monotonic=monotonic, look_s=look_s)
 
-    def arm(self, shares: Sequence[int]) -> None:
-        """Watch for the lowest of `shares` (basis points of the daemons' memory re-read within their window)."""
-        self._arm(tuple(sorted(shares)), bool(shares))
 
-    def _look(self, armed: tuple[int, ...], generation: int) -> float | None:
-        """Read system.slice and /proc/vmstat; signal the loop and idle when a cycle may find a threshold met."""
-        try:
-            daemons = daemon_counts(self._layout)
-        except SampleError:
-            daemons = None
-        try:
-            scans: int | None = procfs.vmstat_counts(self._proc_root).global_scan_pages
-        except SampleError:
-            scans = None
-        self.looks += 1
-        self._watched, woke = wake.daemons_refault_look(
-            self._watched, None if daemons is None else daemons.refault_bytes,
-            None if daemons is None else daemons.usage_bytes, scans, self._monotonic(), armed, gated=self._gated)
-        if woke:
-            self._signal_loop()
-            return None
-        return self._look_s
+def daemons_refault_watch(layout: CgroupLayout, *, gated: bool, monotonic: Callable[[], float],
+                          proc_root: str = "/proc") -> RefaultWatch:
+    """The daemons' refault watch: system.slice's re-reads, of its memory."""
+    def read() -> RefaultRead:
+        daemons = _quietly(lambda _: daemon_counts(layout), "")
+        return (None if daemons is None else daemons.refault_bytes, None if daemons is None else daemons.usage_bytes,
+                _scans(proc_root))
+    return RefaultWatch(Reading.DAEMONS_MEMORY_REFAULT, read, gated=gated, monotonic=monotonic)
 
 
 class MemcgNotifierSet:
@@ -544,88 +579,24 @@ def _quietly(read: Callable[[str], T], folder: str) -> T | None:
         return None
 
 
-class CountWatch(WatchThread):
-    """A watch of one count a cycle reads (its `WatchRow`, `counted`): `read` between ticks, near a crossing only,
-    judged by `evictd.core.wake.look`. A read that fails keeps the pace of the last count known (the cycle's at
-    first)."""
-
-    def __init__(self, reading: Reading, interval_s: float, read: Callable[[], int], *,
-                 monotonic: Callable[[], float]) -> None:
-        self.reading = reading
-        self._row = wake.WATCHES[reading]
-        self.cause = self._row.cause
-        name = self.cause.replace("_", " ")
-        super().__init__(name, f"evictd-{name.replace(' ', '-')}")
-        self._interval_s = interval_s
-        self._read = read
-        self._monotonic = monotonic
-        self._last_read: tuple[int, int] | None = None  # the arming a look read a count for, and that count
-
-    def arm(self, targets: Sequence[wake.Target], used: int, now: float) -> None:
-        """Watch `targets` from `now` (when the cycle that computed them began), `used` as the cycle saw; no look at
-        all when none could come before the tick at that count."""
-        targets = tuple(targets)
-        until_tick_s = self._interval_s - (self._monotonic() - now)
-        near = bool(targets) and wake.look(self._row, targets, used, until_tick_s).period_s is not None
-        self._arm((targets, used, now), near)
-
-    def _look(self, armed: tuple[tuple[wake.Target, ...], int, float], generation: int) -> float | None:
-        targets, cycle_used, armed_at = armed
-        self.looks += 1
-        try:
-            used = self._read()
-        except SampleError:
-            last = self._last_read
-            used = last[1] if last is not None and last[0] == generation else cycle_used
-        self._last_read = (generation, used)
-        now = self._monotonic()
-        found = wake.look(self._row, targets, used, self._interval_s - (now - armed_at))
-        if found.met is not None:
-            self.description = found.met.description
-            self._signal_loop()
-        return found.period_s
-
-
-# What each counted row of `evictd.core.wake.WATCHES` reads (from a /proc root): a new counted reading is a row here.
-COUNT_READERS: Mapping[Reading, Callable[[str], int]] = MappingProxyType({Reading.PIDS: procfs.running_tasks})
-
-
-def count_watch(reading: Reading, interval_s: float, *, monotonic: Callable[[], float],
-                proc_root: str = "/proc") -> CountWatch:
-    """The watch of a counted `reading` (the pid watch: /proc/loadavg's task count against ``pid.available``)."""
-    return CountWatch(reading, interval_s, lambda: COUNT_READERS[reading](proc_root), monotonic=monotonic)
-
-
 class Sensors:
     """Every sensor between cycles: arms them as a `Plan` says (`arm`) and waits on them (`wait`, the loop's
     Waiter), reading in the kernel's place when the memcg model says (`recheck_s`)."""
 
     def __init__(self, waiter: Waiter, memcg: MemcgNotifierSet | None, psi: Sequence[Notifier],
-                 memory_watch: MemoryWatch | None = None, refault_watch: RefaultWatch | None = None,
-                 counts: Sequence[CountWatch] = (), daemons_refault_watch: DaemonsRefaultWatch | None = None) -> None:
+                 watches: Sequence[TargetWatch | RefaultWatch] = ()) -> None:
         self.waiter = waiter
         self.memcg = memcg
         self.psi = tuple(psi)
-        self.memory_watch = memory_watch
-        self.refault_watch = refault_watch
-        self.counts = tuple(counts)
-        self.daemons_refault_watch = daemons_refault_watch
+        self.watches = tuple(watches)
 
     def arm(self, arming: wake.Arming) -> list[NotifierFailure]:
         """Arm every sensor as `arming` says and keep them all in the Waiter; return the memcg notifiers that failed
         (`MemcgNotifierSet.update`)."""
         failures = [] if self.memcg is None or arming.memcg is None else self.memcg.update(arming.memcg, arming.at)
-        if self.memory_watch is not None:
-            self.memory_watch.arm(arming.memory, arming.at, held=arming.held)
-        if self.refault_watch is not None:
-            self.refault_watch.arm(arming.refault_shares, arming.memory_bytes)
-        if self.daemons_refault_watch is not None:
-            self.daemons_refault_watch.arm(arming.daemons_shares)
-        for watch in self.counts:
-            watch.arm(*arming.counts.get(watch.reading, ((), 0)), arming.at)
-        wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi,
-                  *(w for w in (self.memory_watch, self.refault_watch, self.daemons_refault_watch, *self.counts)
-                    if w is not None))
+        for watch in self.watches:
+            watch.arm(arming)
+        wanted = (*(self.memcg.notifiers if self.memcg else ()), *self.psi, *self.watches)
         if wanted != self.waiter.notifiers:
             self.waiter.set_notifiers(wanted)
         return failures

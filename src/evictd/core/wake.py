@@ -142,15 +142,6 @@ def used_seen(observed: Observation) -> int:
     return observed.capacity.ceil_int() - observed.available.ceil_int()
 
 
-def look_period_s(row: WatchRow, margin: int, until_tick_s: float) -> float | None:
-    """The next look's delay with `margin` left: margin / rate, at least the row's minimum; None: none before the
-    tick `until_tick_s` away (far, or met)."""
-    if margin <= 0 or not row.rate_per_s:
-        return None
-    period = max(margin / row.rate_per_s, row.min_period_s)
-    return period if period < until_tick_s else None
-
-
 @dataclass(frozen=True, slots=True)
 class Look:
     """What one look found: the target met (None: none), the time to the next look (None: idle); a memory look also
@@ -160,18 +151,6 @@ class Look:
     period_s: float | None
     histories: Mapping[Target, LookHistory] = field(default_factory=dict)
     released: bool = False
-
-
-def look(row: WatchRow, targets: Sequence[Target], used: int, until_tick_s: float) -> Look:
-    """Judge a look that read `used`: the first target met, or the soonest next look."""
-    periods = []
-    for target in targets:
-        margin = target.margin(used)
-        if margin <= 0:
-            return Look(target, None)
-        if (period := look_period_s(row, margin, until_tick_s)) is not None:
-            periods.append(period)
-    return Look(None, min(periods, default=None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,44 +364,48 @@ def look_history(previous: LookHistory | None, margin_bytes: int, now: float, *,
     return LookHistory(reference, previous.since_s, now - previous.since_s >= steady_max_s)
 
 
-def watch_period_s(margin_bytes: int, until_tick_s: float, *, steady: bool = False,
-                   fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S,
-                   steady_max_s: float = STEADY_MAX_PERIOD_S) -> float | None:
-    """The next look's delay: margin / fill rate, at least `MIN_PERIOD_S`; at a `steady` margin up to margin / floor
-    rate, capped at `steady_max_s`; None: no look before the tick `until_tick_s` away (far, or met)."""
-    if margin_bytes <= 0:
+def look_period_s(row: WatchRow, margin: int, until_tick_s: float, *, steady: bool = False,
+                  rate_per_s: float | None = None, steady_max_s: float = STEADY_MAX_PERIOD_S) -> float | None:
+    """The next look's delay with `margin` left: margin / rate (the row's unless given), at least the row's minimum;
+    at a `steady` margin up to margin / floor rate, capped at `steady_max_s`; None: no look before the tick
+    `until_tick_s` away (far, met, or no rate)."""
+    rate = rate_per_s or row.rate_per_s
+    if margin <= 0 or not rate:
         return None
-    period = max(margin_bytes / fill_bytes_per_s, MIN_PERIOD_S)
+    period = max(margin / rate, row.min_period_s)
     if steady:
-        period = max(period, min(margin_bytes / (STEADY_TOLERANCE_BYTES / steady_max_s), steady_max_s))
+        period = max(period, min(margin / (STEADY_TOLERANCE_BYTES / steady_max_s), steady_max_s))
     return period if period < until_tick_s else None
 
 
-def memory_look(histories: Mapping[Target, LookHistory], targets: Sequence[Target],
-                working_sets: Mapping[Reading, int], now: float, until_tick_s: float, *,
-                fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S, held: Sequence[Target] = (),
-                steady_max_s: float = STEADY_MAX_PERIOD_S) -> Look:
-    """Judge a look that read `working_sets` (one missing: unreadable, skipped); only `targets` keep a history. While
-    one of `held` is met or unreadable nothing else is judged; once none is, the look is `released`."""
+def look(targets: Sequence[Target], figures: Mapping[Reading, int], now: float, until_tick_s: float, *,
+         histories: Mapping[Target, LookHistory] | None = None, held: Sequence[Target] = (),
+         rate_per_s: float | None = None, steady_max_s: float = STEADY_MAX_PERIOD_S) -> Look:
+    """Judge a look that read `figures` (one missing: unreadable, skipped), each target paced by its reading's
+    `WATCHES` row; only targets of a row with a steady cap keep a history. While one of `held` is met or unreadable
+    nothing else is judged; once none is, the look is `released`."""
     if held:
         for target in held:
-            working_set = working_sets.get(target.reading)
-            if working_set is None or target.margin(working_set) <= 0:
+            figure = figures.get(target.reading)
+            if figure is None or target.margin(figure) <= 0:
                 return Look(None, HELD_PERIOD_S if until_tick_s > HELD_PERIOD_S else None)
-        return replace(memory_look(histories, targets, working_sets, now, until_tick_s,
-                                   fill_bytes_per_s=fill_bytes_per_s, steady_max_s=steady_max_s), released=True)
-    kept = {target: history for target, history in histories.items() if target in targets}
+        return replace(look(targets, figures, now, until_tick_s, histories=histories, rate_per_s=rate_per_s,
+                            steady_max_s=steady_max_s), released=True)
+    kept = {target: history for target, history in (histories or {}).items() if target in targets}
     period: float | None = None
     for target in targets:
-        working_set = working_sets.get(target.reading)
-        if working_set is None:
+        figure = figures.get(target.reading)
+        if figure is None:
             continue
-        margin = target.margin(working_set)
+        margin, row = target.margin(figure), WATCHES[target.reading]
         if margin <= 0:
             return Look(target, None, kept)
-        history = kept[target] = look_history(kept.get(target), margin, now, steady_max_s=steady_max_s)
-        next_look = watch_period_s(margin, until_tick_s, steady=history.steady, fill_bytes_per_s=fill_bytes_per_s,
-                                   steady_max_s=steady_max_s)
+        steady = False
+        if row.steady_cap_s is not None:
+            history = kept[target] = look_history(kept.get(target), margin, now, steady_max_s=steady_max_s)
+            steady = history.steady
+        next_look = look_period_s(row, margin, until_tick_s, steady=steady, rate_per_s=rate_per_s,
+                                  steady_max_s=steady_max_s)
         if next_look is not None:
             period = next_look if period is None else min(period, next_look)
     return Look(None, period, kept)
@@ -460,45 +443,51 @@ def watched_shares(thresholds: Sequence[Threshold], observed: Observation | None
     return tuple(sorted(shares))
 
 
-def refault_look(last: WatchedRefault, refault_bytes: int | None, global_scan_pages: int | None, now: float,
-                 memory_bytes: int | None, shares: Sequence[int], *, gated: bool, window_s: float = REFAULT_WINDOW_S,
-                 min_span_s: float = REFAULT_MIN_SPAN_S, rewake_after_s: float = 0.0) -> tuple[WatchedRefault, bool]:
-    """The watch after a look at `now` read `refault_bytes` and `global_scan_pages` (None: not read), and whether to
-    wake the loop: the figure over `window_s` (of `memory_bytes`) at or over the lowest share and, when `gated`,
-    global reclaim within the stall gate's window; not within `rewake_after_s` of its last wake-up."""
+# The daemons refault watch reads system.slice a quarter of a window apart: a window's re-reads wake the loop within it.
+DAEMONS_REFAULT_LOOK_S = DAEMON_REFAULT_WINDOW_S / 4
+
+
+@dataclass(frozen=True, slots=True)
+class RefaultWindow:
+    """How a refault reading's figure is taken: over `window_s` with at least `min_span_s` of readings, of at least
+    `min_memory_bytes`; its watch wakes the loop again only `rewake_after_s` after the last time."""
+
+    window_s: float
+    min_span_s: float
+    min_memory_bytes: int = 0
+    rewake_after_s: float = 0.0
+
+
+REFAULT_WINDOWS: Mapping[Reading, RefaultWindow] = MappingProxyType({
+    Reading.NODE_MEMORY_REFAULT: RefaultWindow(REFAULT_WINDOW_S, REFAULT_MIN_SPAN_S),
+    # A window on: the cycle a wake-up brought averages its gap since the cycle before, a window on it does not.
+    Reading.DAEMONS_MEMORY_REFAULT: RefaultWindow(DAEMON_REFAULT_WINDOW_S, DAEMON_REFAULT_MIN_SPAN_S,
+                                                  DAEMON_MIN_MEMORY_BYTES, DAEMON_REFAULT_WINDOW_S),
+})
+
+
+def refault_look(reading: Reading, last: WatchedRefault, refault_bytes: int | None, memory_bytes: int | None,
+                 global_scan_pages: int | None, now: float, shares: Sequence[int], *,
+                 gated: bool) -> tuple[WatchedRefault, bool]:
+    """The watch of `reading` after a look at `now` read `refault_bytes` and `global_scan_pages` (None: not read),
+    and whether to wake the loop: the figure over its window (of `memory_bytes`) at or over the lowest share and,
+    when `gated`, global reclaim within the stall gate's window; not too soon after its last wake-up."""
+    window = REFAULT_WINDOWS[reading]
     sample = None if refault_bytes is None else RefaultSample(now, refault_bytes)
-    watched = WatchedRefault(next_samples(last.samples, sample, now, window_s=window_s),
+    watched = WatchedRefault(next_samples(last.samples, sample, now, window_s=window.window_s),
                              next_trend(last.global_scan, global_scan_pages, now), last.woke_at)
     if not shares or sample is None:
         return watched, False
-    figure = refault_figure(watched.samples, memory_bytes, window_s=window_s, min_span_s=min_span_s)
+    memory = None if memory_bytes is None else max(memory_bytes, window.min_memory_bytes)
+    figure = refault_figure(watched.samples, memory, window_s=window.window_s, min_span_s=window.min_span_s)
     if figure is None or figure.refaulted_basis_points < shares[0]:
         return watched, False
     trend = watched.global_scan
     if gated and (trend is None or trend.increased_at is None or now - trend.increased_at > STALL_RECLAIM_WINDOW_S):
         return watched, False
-    if last.woke_at is not None and now - last.woke_at < rewake_after_s:
+    if last.woke_at is not None and now - last.woke_at < window.rewake_after_s:
         return watched, False
     return replace(watched, woke_at=now), True
-
-
-# The daemons refault watch reads system.slice's memory.stat this often while a threshold is unmet: a quarter of the
-# window, so a window's re-reads wake the loop within it.
-DAEMONS_REFAULT_LOOK_S = DAEMON_REFAULT_WINDOW_S / 4
-# After a wake-up the watch wakes the loop again only a window later: a cycle's figure spans the cycles' own readings,
-# so the one it woke may still average a long gap; a window on, the cycles have readings a window apart.
-DAEMONS_REWAKE_AFTER_S = DAEMON_REFAULT_WINDOW_S
-
-
-def daemons_refault_look(last: WatchedRefault, refault_bytes: int | None, usage_bytes: int | None,
-                         global_scan_pages: int | None, now: float, shares: Sequence[int], *,
-                         gated: bool) -> tuple[WatchedRefault, bool]:
-    """`refault_look` for the daemons: their re-reads (`refault_bytes`) over their window, of their memory
-    (`usage_bytes`, at least `DAEMON_MIN_MEMORY_BYTES`, as a cycle takes it)."""
-    memory_bytes = None if usage_bytes is None else max(usage_bytes, DAEMON_MIN_MEMORY_BYTES)
-    return refault_look(last, refault_bytes, global_scan_pages, now, memory_bytes, shares, gated=gated,
-                        window_s=DAEMON_REFAULT_WINDOW_S, min_span_s=DAEMON_REFAULT_MIN_SPAN_S,
-                        rewake_after_s=DAEMONS_REWAKE_AFTER_S)
 
 
 # One row per reading that wakes the loop (PSI: the kernel's trigger announces it, nothing is looked at).
@@ -520,16 +509,15 @@ MemoryFigures = tuple[int, int, int]
 
 @dataclass(frozen=True, slots=True)
 class Arming:
-    """What a cycle that began at `at` leaves the sensors to watch (`arming`): the memory targets and those held, the
-    refault shares of `memory_bytes`, each counted reading's targets and count, each memcg threshold's figures
-    (None: no Summary, the levels stay; a threshold absent: nothing to watch)."""
+    """What a cycle that began at `at` leaves the sensors to watch (`arming`): the memory targets and those held, each
+    refault reading's shares (the node's of `memory_bytes`), each counted reading's targets and count, each memcg
+    threshold's figures (None: no Summary, the levels stay; a threshold absent: nothing to watch)."""
 
     at: float
     memory: tuple[Target, ...] = ()
     held: tuple[Target, ...] = ()
-    refault_shares: tuple[int, ...] = ()
+    shares: Mapping[Reading, tuple[int, ...]] = field(default_factory=dict)
     memory_bytes: int | None = None
-    daemons_shares: tuple[int, ...] = ()
     counts: Mapping[Reading, tuple[tuple[Target, ...], int]] = field(default_factory=dict)
     memcg: Mapping[Threshold, MemoryFigures | SampleError] | None = None
 
@@ -555,10 +543,9 @@ def arming(at: float, thresholds: Sequence[Threshold], summary: Summary | None,
                 levels[threshold] = memcg.memory_stats_for(threshold, summary)
             except SampleError as exc:
                 levels[threshold] = exc
-    return Arming(at, memory, held, watched_shares(thresholds, observations.get(Signal.MEMORY_REFAULT)),
-                  memory_capacity_bytes(summary.node.memory),
-                  watched_shares(thresholds, observations.get(Signal.DAEMONS_REFAULT), Signal.DAEMONS_REFAULT),
-                  counts, levels)
+    shares = {spec_of(signal).reading: watched_shares(thresholds, observations.get(signal), signal)
+              for signal in (Signal.MEMORY_REFAULT, Signal.DAEMONS_REFAULT)}
+    return Arming(at, memory, held, shares, memory_capacity_bytes(summary.node.memory), counts, levels)
 
 
 # cgroup v1's memcg notifiers: `MemcgState` and its `memcg_*` transitions (arithmetic: `evictd.core.memcg`).

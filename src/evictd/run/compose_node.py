@@ -29,12 +29,14 @@ from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_byte
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
 from evictd.adapters.sensors import (
-    DaemonsRefaultWatch,
     MemcgNotifierSet,
-    MemoryWatch,
     RefaultWatch,
     Sensors,
+    TargetWatch,
     count_watch,
+    daemons_refault_watch,
+    memory_watch,
+    node_refault_watch,
 )
 from evictd.config import Configuration, EvictdSettings, StatsOrigin
 from evictd.core.container_gc import GCPolicy
@@ -226,25 +228,25 @@ def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: Cgr
     # cgroup v2 has no memcg threshold notifier: the memory watch looks closely while a crossing is near instead. On
     # v1 it looks beside the notifiers, for the crossings a usage level cannot announce: page cache turned active
     # (the working set grows, usage does not) or dropped below the level's inactive file, statistics folded late.
-    memory_watch = (MemoryWatch(cgroups, settings.housekeeping_interval_s, fill_bytes_per_s=(
-        V1_BACKSTOP_FILL_BYTES_PER_S if layout.version == 1 else ASSUMED_FILL_BYTES_PER_S),
-        look_budget=layout.version == 2, monotonic=monotonic) if memory_wakeups else None)
+    watches: list[TargetWatch | RefaultWatch] = []
+    if memory_wakeups:
+        watches.append(memory_watch(cgroups, settings.housekeeping_interval_s, fill_bytes_per_s=(
+            V1_BACKSTOP_FILL_BYTES_PER_S if layout.version == 1 else ASSUMED_FILL_BYTES_PER_S),
+            look_budget=layout.version == 2, monotonic=monotonic))
     stalls = any(spec_of(threshold.signal).stall_family for threshold in thresholds)
     psi = build_psi_notifiers(settings, layout, cgroups, log, memcg, stall_gate if stalls and node_stats else None,
                               note_pressure, thresholds, note_firing if stalls and node_stats else None)
-    # Nothing in the kernel announces page cache thrash without PSI, nor tasks running out: the refault watch reads
-    # /proc/vmstat, a counted reading's watch its count (/proc/loadavg's tasks).
-    refaults = any(threshold.signal is Signal.MEMORY_REFAULT for threshold in thresholds)
-    refault_watch = (RefaultWatch(gated=engine_config.stall_requires_node_reclaim, monotonic=monotonic)
-                     if refaults and node_stats else None)
-    counted = {spec_of(t.signal).reading for t in thresholds} & {r for r, row in WATCHES.items() if row.counted}
-    counts = [count_watch(reading, settings.housekeeping_interval_s, monotonic=monotonic)
-              for reading in sorted(counted) if node_stats]
-    # The daemons' re-reads: system.slice's memory.stat, looked at a few times a window.
-    daemons = any(threshold.signal is Signal.DAEMONS_REFAULT for threshold in thresholds)
-    daemons_watch = (DaemonsRefaultWatch(layout, gated=engine_config.stall_requires_node_reclaim, monotonic=monotonic)
-                     if daemons and node_stats else None)
-    return Sensors(waiter, memcg, psi, memory_watch, refault_watch, counts, daemons_watch)
+    # Nothing in the kernel announces page cache thrash without PSI, nor tasks running out: the refault watches read
+    # /proc/vmstat and system.slice, a counted reading's watch its count (/proc/loadavg's tasks).
+    signals = {threshold.signal for threshold in thresholds} if node_stats else set()
+    gated = engine_config.stall_requires_node_reclaim
+    if Signal.MEMORY_REFAULT in signals:
+        watches.append(node_refault_watch(gated=gated, monotonic=monotonic))
+    if Signal.DAEMONS_REFAULT in signals:
+        watches.append(daemons_refault_watch(layout, gated=gated, monotonic=monotonic))
+    counted = {spec_of(signal).reading for signal in signals} & {r for r, row in WATCHES.items() if row.counted}
+    watches += [count_watch(r, settings.housekeeping_interval_s, monotonic=monotonic) for r in sorted(counted)]
+    return Sensors(waiter, memcg, psi, watches)
 
 
 def plausible(parts: StatsParts) -> StatsParts:

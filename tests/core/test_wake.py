@@ -394,6 +394,9 @@ def test_while_flapping_the_loop_stops_listening_to_notifications_once_the_next_
     # A PSI firing's cycle with a stall threshold unmet: one more a window later; not after another wake-up.
     (frozenset(), False, {"psi"}, CycleSeen(0.0, near_crossing=False, stall_unmet=True), WINDOW_FOLLOW_UP_S, 0),
     (frozenset(), False, {"timer"}, CycleSeen(0.0, near_crossing=False, stall_unmet=True), 10.0, 0),
+    # A stall met with no pod grown yet (`NO_STALL_CANDIDATE`): the next cycle a second on, growth measured from this.
+    (frozenset(), False, {"psi"}, CycleSeen(0.0, near_crossing=False, awaiting_growth=True), 1.0, 0),
+    (frozenset(), False, {"timer"}, CycleSeen(0.0, near_crossing=False, held=True, awaiting_growth=True), 1.0, 0),
     # A failed cycle keeps what the last one saw and the follow-ups under way.
     (frozenset({MET}), False, {"memcg"}, CycleSeen(0.0, cycle_failed=True), 0.001, 0),
 ])

@@ -4,7 +4,8 @@ Over 500 lines because it is the one model of between-cycle attention: schedule,
 
 A cycle is due one interval after the last started, or sooner: a memory notification starts follow-ups
 (`NOTIFICATION_FOLLOW_UPS_S`) until a cycle sees a threshold newly met (one confirms a second later); a grace
-period's end; `WINDOW_FOLLOW_UP_S` after a PSI firing left a stall threshold unmet; at once after the wait for
+period's end; `WINDOW_FOLLOW_UP_S` after a PSI firing left a stall threshold unmet; `SNAPSHOT_SPACING_S` after a stall met found
+no pod grown yet (growth is measured from that cycle's reading); at once after the wait for
 evicted pods, a stop, the timer or another watch. `NO_CYCLE` wake-ups (and `psi` while pressure is held) keep the
 deadline. Memory that goes back by itself `FLAP_CHANGES` times in `FLAP_WINDOW_S` flaps: no follow-ups, a cycle
 about `FLAP_CYCLE_S` after the last. On cgroup v1, `MemcgState` and its `memcg_*` transitions say which levels to
@@ -21,8 +22,9 @@ from types import MappingProxyType
 
 from evictd.core import memcg
 from evictd.core.daemon_refault import DAEMON_MIN_MEMORY_BYTES, DAEMON_REFAULT_MIN_SPAN_S, DAEMON_REFAULT_WINDOW_S
-from evictd.core.engine import Assessment
+from evictd.core.engine import NO_STALL_CANDIDATE, Assessment
 from evictd.core.errors import SampleError
+from evictd.core.pod_growth import SNAPSHOT_SPACING_S
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S, window_follow_up_wanted
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.refault import (
@@ -165,13 +167,15 @@ class CycleSeen:
     unmet_near: bool = True
     grace_ends_in_s: float | None = None
     stall_unmet: bool = False
+    awaiting_growth: bool = False
     acted: bool = False
     cycle_failed: bool = False
     arm: Arming | None = None
 
     @classmethod
     def of(cls, started_at: float, thresholds: Sequence[Threshold], assessment: Assessment, *,
-           crossing_unconfirmed: bool, eviction_failed: bool, acted: bool, summary: Summary | None = None) -> CycleSeen:
+           crossing_unconfirmed: bool, eviction_failed: bool, acted: bool, summary: Summary | None = None,
+           withheld: str | None = None) -> CycleSeen:
         """The one place a cycle's report becomes what the schedule and the sensors see."""
         met = tuple(status.threshold for status in assessment.thresholds)
         return cls(started_at, frozenset(t for t in met if spec_of(t.signal).is_memory),
@@ -180,7 +184,8 @@ class CycleSeen:
                    near_crossing=near_crossing(thresholds, assessment.observations),
                    unmet_near=near_unmet_crossing(thresholds, assessment.observations),
                    grace_ends_in_s=assessment.next_decision_in_s(),
-                   stall_unmet=window_follow_up_wanted(thresholds, met), acted=acted,
+                   stall_unmet=window_follow_up_wanted(thresholds, met),
+                   awaiting_growth=withheld == NO_STALL_CANDIDATE, acted=acted,
                    arm=arming(started_at, thresholds, summary, assessment.observations))
 
 
@@ -259,6 +264,8 @@ def _scheduled(state: WakeState, started_at: float, now: float, seen: CycleSeen,
         due_at = min(due_at, now + seen.grace_ends_in_s + GRACE_END_MARGIN_S)
     if stall_follow_up:
         due_at = min(due_at, started_at + WINDOW_FOLLOW_UP_S)
+    if seen.awaiting_growth:  # a stall met, no pod grown yet: growth is measured from this cycle's reading on
+        due_at = min(due_at, started_at + SNAPSHOT_SPACING_S)
     if follow_ups:
         due_at = min(due_at, now + follow_ups[0])
         follow_ups = follow_ups[1:]

@@ -329,7 +329,7 @@ class Daemon:
         seen = CycleSeen.of(started, self.manager.state.thresholds, report.decided.assessment,
                             crossing_unconfirmed=report.observed.crossing_unconfirmed,
                             eviction_failed=bool(report.errors_of(CycleStep.EVICTION)), acted=acted,
-                            summary=report.observed.summary)
+                            summary=report.observed.summary, withheld=report.decided.withheld)
         self._wake, plan = after_cycle(self._wake, seen, self.clock.monotonic())
         finished = Cycle(number=number, report=report, state=self.manager.state, started_at=started,
                          duration_s=self.clock.monotonic() - started, wall=self.clock.wall(), woken_by=woken_by,

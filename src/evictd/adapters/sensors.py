@@ -1,10 +1,10 @@
 """The sensors between cycles (`Sensors`): they carry out the wake model's `Plan` and report what they sensed.
 Over 500 lines because every sensor of the model is here: a new reading is a row, its sensor a reader in this file.
 
-Each is one Notifier for the Waiter: a watch thread that looks at one reading at the pace of its
-`evictd.core.wake.WATCHES` row and signals its eventfd once a look finds a threshold met (memory, refaults, a
-`CountWatch` per counted reading), or the cgroup v1 memcg notifier set (an epoll descriptor over its levels,
-registered in a thread of its own). They register, read and sleep; what a reading means is the core's.
+Each is one Notifier for the Waiter: a watch thread that looks at its readings at the pace of their
+`evictd.core.wake.WATCHES` rows and signals its eventfd once a look finds a threshold met (a `TargetWatch` for
+memory and each counted reading, a `RefaultWatch` per refault reading), or the cgroup v1 memcg notifier set (an
+epoll descriptor over its levels, registered in a thread of its own). They register, read and sleep; what a reading means is the core's.
 Invariants: one descriptor each, O_CLOEXEC, `close` idempotent and stopping the threads; no lock held while
 reading, looking, registering or waiting; a look of an arming replaced since is dropped; an unreadable source is
 skipped (the cycle reports it).

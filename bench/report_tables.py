@@ -233,9 +233,6 @@ CLAIMS = (
     Claim("A thrashing 2-CPU node with PSI, as shipped: the daemons' longest stall {} s, worst of 5 runs",
           "qemu-thrash-shipped-follow-up", lambda r: num(out(r, "daemon_gap_s")[1]),  # type: ignore[index]
           "docs/node-survival.md#how-long-the-node-stalls"),
-    Claim("The same on a one-CPU node, where every process waits while the kernel reclaims: {} s, worst of 5 runs",
-          "uml-psi-thrash-shipped-follow-up", lambda r: num(out(r, "daemon_gap_s")[1]),  # type: ignore[index]
-          "docs/node-survival.md#how-long-the-node-stalls"),
     Claim("Beside the real kubelet, the same pod chosen; signalled {} s after the crossing (median)",
           "ks-memory-1", lambda r: num(out(r, "crossing_to_sigterm_p50_p90_max_s")[0]),  # type: ignore[index]
           "docs/measured-figures.md#beside-the-real-kubelet"),

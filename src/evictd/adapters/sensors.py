@@ -4,7 +4,8 @@ Over 500 lines because every sensor of the model is here: a new reading is a row
 Each is one Notifier for the Waiter: a watch thread that looks at its readings at the pace of their
 `evictd.core.wake.WATCHES` rows and signals its eventfd once a look finds a threshold met (a `TargetWatch` for
 memory and each counted reading, a `RefaultWatch` per refault reading), or the cgroup v1 memcg notifier set (an
-epoll descriptor over its levels, registered in a thread of its own). They register, read and sleep; what a reading means is the core's.
+epoll descriptor over its levels, registered in a thread of its own). They register, read and sleep; what a
+reading means is the core's.
 Invariants: one descriptor each, O_CLOEXEC, `close` idempotent and stopping the threads; no lock held while
 reading, looking, registering or waiting; a look of an arming replaced since is dropped; an unreadable source is
 skipped (the cycle reports it).

@@ -4,13 +4,12 @@ Over 500 lines because it is the one model of between-cycle attention: schedule,
 
 A cycle is due one interval after the last started, or sooner: a memory notification starts follow-ups
 (`NOTIFICATION_FOLLOW_UPS_S`) until a cycle sees a threshold newly met (one confirms a second later); a grace
-period's end; `WINDOW_FOLLOW_UP_S` after a PSI firing left a stall threshold unmet; `SNAPSHOT_SPACING_S` after a stall met found
-no pod grown yet (growth is measured from that cycle's reading); at once after the wait for
-evicted pods, a stop, the timer or another watch. `NO_CYCLE` wake-ups (and `psi` while pressure is held) keep the
-deadline. Memory that goes back by itself `FLAP_CHANGES` times in `FLAP_WINDOW_S` flaps: no follow-ups, a cycle
-about `FLAP_CYCLE_S` after the last. On cgroup v1, `MemcgState` and its `memcg_*` transitions say which levels to
-register, which firing earns a cycle and what to read in the kernel's place. Pure: every time is an argument
-(monotonic seconds), states are immutable.
+period's end; `WINDOW_FOLLOW_UP_S` after a PSI firing left a stall threshold unmet; `SNAPSHOT_SPACING_S` after a
+stall met found no pod grown yet; at once after the wait for evicted pods, a stop, the timer or another watch.
+`NO_CYCLE` wake-ups (and `psi` while pressure is held) keep the deadline. Memory that goes back by itself
+`FLAP_CHANGES` times in `FLAP_WINDOW_S` flaps: no follow-ups, a cycle about `FLAP_CYCLE_S` after the last. On
+cgroup v1, `MemcgState` and its `memcg_*` transitions say which levels to register, which firing earns a cycle and
+what to read in the kernel's place. Pure: every time is an argument (monotonic seconds), states are immutable.
 """
 
 from __future__ import annotations

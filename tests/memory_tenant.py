@@ -95,7 +95,14 @@ def start_tenant(real_pod: RealPodNode, level_available_bytes: int, under_level_
     tenant = subprocess.Popen([sys.executable, "-c", TENANT, str(working_set), pods_folder, *args],
                               stdout=subprocess.PIPE, text=True, preexec_fn=prepare)
     assert tenant.stdout is not None
-    assert tenant.stdout.readline() == "ready\n", "the tenant holds its working set"
+    said = tenant.stdout.readline()
+    if said != "ready\n":
+        try:
+            status: int | None = tenant.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            status = None
+        raise AssertionError(f"the tenant did not hold its working set: it said {said!r}, exit status {status} "
+                             "(negative: the signal that ended it; None: still running)")
     return tenant
 
 

@@ -14,7 +14,6 @@ skipped (the cycle reports it).
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import queue
 import select
@@ -62,17 +61,11 @@ class WatchThread(FdOwner):
         self._thread: threading.Thread | None = None
         self.looks = 0
         self.fired = 0
+        self._woken = threading.Event()  # the thread's own: armed again, or closed
         try:
             self._fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         except OSError as exc:
             raise os_sample_error("eventfd", exc) from exc
-        try:
-            self._wake_fd = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)  # the thread's own: armed, or closed
-        except OSError as exc:
-            os.close(self._fd)
-            raise os_sample_error("eventfd", exc) from exc
-        self._wake_poll = select.poll()
-        self._wake_poll.register(self._wake_fd, select.POLLIN)
 
     def _arm(self, armed: Any, watching: bool) -> None:
         """Hand the thread `armed` (`watching`: anything to watch in it), replacing what it watched."""
@@ -81,7 +74,7 @@ class WatchThread(FdOwner):
                 return
             self._armed = armed if watching else None
             self._generation += 1
-            os.eventfd_write(self._wake_fd, 1)
+            self._woken.set()
             if self._thread is None and watching:
                 self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
                 self._thread.start()
@@ -124,21 +117,17 @@ class WatchThread(FdOwner):
 
     def _wait(self, timeout_s: float | None) -> None:
         """Sleep until an arming or `close`, or `timeout_s` (None: no limit)."""
-        if self._wake_poll.poll(None if timeout_s is None else max(0, math.ceil(timeout_s * 1000))):
-            with contextlib.suppress(BlockingIOError):
-                os.eventfd_read(self._wake_fd)
+        if self._woken.wait(timeout_s):
+            self._woken.clear()
 
     def close(self) -> None:
         """Stop the thread and close the eventfds. Idempotent."""
         with self._lock:
-            closed, self._closed = self._closed, True
-            if not closed:
-                os.eventfd_write(self._wake_fd, 1)
+            self._closed = True
+            self._woken.set()
             thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
-        if not closed:
-            os.close(self._wake_fd)
         super().close()
 
 

@@ -21,7 +21,8 @@ Two places where the crossing happens:
   child inside `kubepods/burstable/pod<uid>`: the same mechanism with nobody else's memory in the signal.
 
 Modes, each with at least 20 crossings:
-* wake-ups on: memcg usage threshold notifications (the kubelet's memcg notifier), interval 10 s;
+* wake-ups on: memcg usage threshold notifications (the kubelet's memcg notifier), interval 10 s; crossings
+  start at least `CROSSING_SPACING_S` (3.5 s) apart, never a flapping tenant to evictd;
 * wake-ups off: the timer alone. With the default 10 s interval 20 crossings would take minutes and the
   result is known (uniform over 0-10 s), so the interval is 1 s here, with a random 0-1 s pause before each
   crossing so that crossings land at random points of the timer's period. Latency scales with the interval.
@@ -378,6 +379,7 @@ class ModeResult:
     resolutions_s: list[float]
     causes: dict[str, int]
     skipped: int = 0
+    last_crossing_at: float | None = None  # monotonic; `CROSSING_SPACING_S` from it to the next
     # Cycles that started after the child saw the signal below the threshold and still found it clear: a memcg
     # level armed before other processes' page cache moved, or the signal pushed back by their memory.
     clear_after_crossing: int = 0
@@ -392,6 +394,10 @@ SKIP_PAUSE_S = 1.0
 # How long a crossing waits for the daemon to see the threshold clear first (one 10 s interval and a bit).
 CLEAR_TIMEOUT_S = 12.0
 MAX_SKIPS = 30
+# With wake-ups, crossings start at least this far apart. Nothing is evicted here, so after each crossing the memory
+# goes back by itself; 4 such changes within 10 s make evictd judge the allocator a flapping tenant (`FLAP_CHANGES`,
+# `FLAP_WINDOW_S`) and read it about once a second: crossings back to back measured that rule, not the wake-ups.
+CROSSING_SPACING_S = 3.5
 
 
 class OutOfReach(Skip):
@@ -447,6 +453,9 @@ def one_crossing(allocator: Allocator, recorder: Recorder, threshold: int, resul
     with recorder.changed:
         mark = len(recorder.cycles)
     pause = rng.uniform(0, OFF_JITTER_S) if not wakeups else rng.uniform(0, 0.1)
+    if wakeups and result.last_crossing_at is not None:
+        pause += max(0.0, result.last_crossing_at + CROSSING_SPACING_S - time.monotonic())
+    result.last_crossing_at = time.monotonic() + pause
     try:
         crossed = allocator.ask(op="cross", threshold=threshold, pause_s=pause)
         decision = recorder.wait_for(mark, True, DECISION_TIMEOUT_S)

@@ -121,7 +121,7 @@ class WatchThread(FdOwner):
             self._woken.clear()
 
     def close(self) -> None:
-        """Stop the thread and close the eventfds. Idempotent."""
+        """Stop the thread and close the eventfd. Idempotent."""
         with self._lock:
             self._closed = True
             self._woken.set()

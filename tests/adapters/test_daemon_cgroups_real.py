@@ -97,7 +97,11 @@ def test_the_reading_sees_the_daemons_re_read_their_files_once_pushed_out_of_cac
     reader = reader_in(slice_folder, data)
     try:
         time.sleep(1.0)  # the first pass reads the file in: no re-reads
-        fitting_bytes, fitting_share = share_over(layout, WINDOW_S)
+        # Up to three windows: reclaim by the rest of a busy host once pushed 2 MiB of the file out in one.
+        for _ in range(3):
+            fitting_bytes, fitting_share = share_over(layout, WINDOW_S)
+            if fitting_bytes < MiB and fitting_share < 300:
+                break
         (slice_folder / "memory.limit_in_bytes").write_text(str(LIMIT_BYTES))
         time.sleep(0.5)
         thrash_bytes, thrash_share = share_over(layout, WINDOW_S)

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from node_survival_workloads import PodSpec, Workload
+
 FORK_BOMB, DISK_FILL, DISK_FILL_FAST = "fork-bomb", "disk-fill", "disk-fill-fast"
 CONTROL_WORKLOADS = (FORK_BOMB, DISK_FILL, DISK_FILL_FAST)
 FORK_BOMB_PID_MAX = 2048
@@ -141,8 +143,6 @@ WRITING_DAEMON = _DAEMON.replace("ACTION_SETUP", (
 
 def control_workload(name: str, guaranteed: Any) -> Any:
     """The control workload `name` (a node_survival_workloads.Workload) beside `guaranteed` (its PodSpec)."""
-    from node_survival_workloads import PodSpec, Workload
-
     if name == FORK_BOMB:
         bomb = PodSpec("forker", "besteffort", None, None, 0.0, 0.0, True, script=FORKER)
         return Workload(name, (guaranteed, bomb), daemon=SPAWNING_DAEMON)

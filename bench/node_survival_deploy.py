@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from node_survival_nodes import grower_argv
 from node_survival_pagecache import FilePodSpec, file_path, vmstat_counters
 from node_survival_workloads import Workload, guaranteed_pod
 
@@ -224,7 +225,6 @@ class DeployBurstRun:
         if not self.old:
             return
         from guest_v2_node import CGROUP
-        from node_survival_nodes import grower_argv
 
         self.control = control
         began = time.monotonic()

@@ -33,7 +33,7 @@ guest's disk and shared by every workload that reads it:
   file stays), and fails saying how much more otherwise. The run ends 5 s after the job completes (or
   `COMPACTION_HOLD_S` after the start); the output is removed then.
 
-Figures of every run (`FalseTriggerRun`, called by bench/node_survival_pagecache.py's `PageCacheRun`;
+Figures of every run (`FalseTriggerRun`, called by bench/node_survival_catalog.py's `PageCacheRun`;
 ``falseTrigger`` in the run's JSON), read every `SAMPLE_PERIOD_S` from the start: the highest PSI ``some``/``full``
 ``avg10`` (/proc/pressure/memory), the node's global scans (`GLOBAL_SCANS`) in all and the most within any 10 s
 (the stall gate's window), the lowest ``memory.available`` as evictd and the kubelet compute it (MemTotal less the
@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from node_survival_deploy import avg10, peak_in_window
+from node_survival_nodes import join_unit, root_working_set
 from node_survival_outcomes import below_seconds
 from node_survival_ownlimit import BACKUP_SHARE_OF_MEMTOTAL, GLOBAL_SCANS
 from node_survival_pagecache import FilePodSpec, disk, file_path, meminfo_kib, vmstat_counters, write_file
@@ -395,7 +396,6 @@ class FalseTriggerRun:
         self.control = control
         if not self.prior_mib:
             return
-        from node_survival_nodes import join_unit
 
         began = time.monotonic()
         subprocess.run(["sh", "-c", join_unit(PRIOR_CACHE_UNIT, 0) + 'exec head -c "$1" "$0" > /dev/null',
@@ -411,7 +411,6 @@ class FalseTriggerRun:
             self.thread.start()
 
     def _read(self) -> None:
-        from node_survival_nodes import root_working_set
 
         now = time.monotonic()
         sample: dict[str, float] = {}

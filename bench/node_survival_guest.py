@@ -44,7 +44,7 @@ status (stand-in) or container status (real), evictd's /proc/<pid>/stat and its 
 ``some``: how long its own tasks stalled), evictd's log and state folder (its flight recording) kept beside
 ``runs.jsonl``, and on the real backend the node
 Lease's renewTime and the Node's Ready condition every second; file pages re-read, the node's PSI stall and
-memory.available at the daemon's longest gap (bench/node_survival_pagecache.py `PageCacheRun`, which also
+memory.available at the daemon's longest gap (bench/node_survival_catalog.py `PageCacheRun`, which also
 writes a page-cache workload's files and drops the caches before each run). The pod the kubelet's ranking names at an
 eviction is computed with evictd's own core ranking (`evictd.core.ranking.rank_pods`, memory) over the run's
 pods' API objects and their working sets of the last sample before the eviction was seen (up to 100 ms older
@@ -71,6 +71,7 @@ from typing import Any
 import yaml
 from evictd_process import EvictdProcess
 from guest_v2_node import CGROUP, make_cgroup, meminfo
+from node_survival_catalog import PageCacheRun, workload
 from node_survival_controls_guest import EVICTD_PID, Controls, evictd_settings
 from node_survival_nodes import (
     BACKENDS,
@@ -99,13 +100,12 @@ from node_survival_outcomes import (
 )
 from node_survival_pagecache import (
     STALL_PROTECTORS,
-    PageCacheRun,
     kubelet_argv,
     psi_totals,
     reclaim_settings,
     stall_maps,
 )
-from node_survival_workloads import Workload, workload
+from node_survival_workloads import Workload
 
 from evictd.core.fs_layout import FsLayout
 from evictd.core.pod_parser import pod_from_dict

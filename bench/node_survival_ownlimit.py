@@ -22,7 +22,7 @@ with ``stallRequiresNodeReclaim: false``, bench/node_survival_pagecache.py `stal
   a boot on the guest's disk (it needs --disk-mib above 1.5 x MemTotal plus `DISK_MARGIN_MIB`; the run fails
   saying so otherwise). The run ends `OWN_LIMIT_HOLD_S` after the start (the stream may end before).
 
-Figures of every run (`OwnLimitRun`, called by bench/node_survival_pagecache.py's `PageCacheRun`; ``ownLimit`` in the
+Figures of every run (`OwnLimitRun`, called by bench/node_survival_catalog.py's `PageCacheRun`; ``ownLimit`` in the
 run's JSON): each thrasher pod cgroup's memory.events ``max`` and ``oom_kill`` counts and memory.pressure
 ``some``/``full`` totals over the run (read every `SAMPLE_PERIOD_S`, so that an evicted pod's last reading stays),
 summed over the thrashers; the backup job's seconds to stream its file. `node_scan_pages` gives the node's global
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from node_survival_nodes import join_unit
 from node_survival_pagecache import FilePodSpec, disk, file_path, psi_totals, write_file
 from node_survival_workloads import PodSpec, Workload, guaranteed_pod
 
@@ -180,7 +181,6 @@ class OwnLimitRun:
 
     def start(self, pods: Mapping[str, Any]) -> None:
         from guest_v2_node import CGROUP
-        from node_survival_nodes import join_unit
 
         self.folders = {name: CGROUP / pod.cgroup for name, pod in pods.items() if name.startswith("thrasher")}
         self.readings = {name: [] for name in self.folders}

@@ -23,7 +23,7 @@ and every run starts from the same cold cache.
 
 The daemon of the other workloads is node_survival_workloads.HEARTBEAT, unchanged (`daemon_argv`).
 
-Per run (every workload, `PageCacheRun`): file pages re-read, the delta of /proc/vmstat's
+Per run (every workload, node_survival_catalog's `PageCacheRun`): file pages re-read, the delta of /proc/vmstat's
 ``workingset_refault_file`` (``workingset_refault`` on kernels before 5.9) over the run, in MiB; on a kernel with
 PSI, the node's memory stall (/proc/pressure/memory ``some`` and ``full`` totals) over the run, in seconds; and
 the kubelet's ``memory.available`` of the node (MemFree + Inactive(file), 100 ms samples) when the system
@@ -41,14 +41,11 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
-import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from node_survival_outcomes import longest_gap
 from node_survival_workloads import GROWER, HEARTBEAT, PodSpec, Workload, guaranteed_pod
 
 MiB = 1 << 20
@@ -164,6 +161,9 @@ class FilePodSpec(PodSpec):
 class PageCacheWorkload(Workload):
     daemon_file_mib: int = 0  # the system daemon's file-backed working set (0: node_survival_workloads.HEARTBEAT)
     kubelet_file_mib: int = 0  # the kubelet stand-in's (stand-in backend; 0: no kubelet heartbeat)
+
+
+PAGECACHE_WORKLOADS = ("thrash", "active-file")
 
 
 def disk() -> Path:
@@ -304,91 +304,3 @@ def value_at(samples: Sequence[tuple[float, int]], at: float) -> int | None:
 
 def meminfo_kib(text: str) -> dict[str, int]:
     return {line.split(":")[0]: int(line.split()[1]) for line in text.splitlines() if line.split()[1:]}
-
-
-class PageCacheRun:
-    """One run's page-cache side (bench/node_survival_guest.py's one_run): the workload's files written and the
-    caches dropped at its making; `start` when the workload starts; `figures` at its end."""
-
-    def __init__(self, spec: Workload, work: Path) -> None:
-        self.spec, self.work = spec, work
-        from node_survival_deploy import DeployBurstRun  # (these build on this module)
-        from node_survival_falsetriggers import FalseTriggerRun
-        from node_survival_ownlimit import OwnLimitRun
-
-        files = files_of(spec)
-        if files and not os.path.ismount(disk()):
-            raise RuntimeError(f"workload {spec.name} needs the guest's own disk at {disk()} (--disk-mib > 0)")
-        for path, mib in files:
-            write_file(path, mib)
-        self.own_limit = OwnLimitRun(spec)  # writes the backup stream's file, before the caches are dropped
-        self.deploy = DeployBurstRun(spec)
-        self.false_trigger = FalseTriggerRun(spec)  # writes its files too (the prior cache, the compaction's input)
-        os.sync()
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-        self.available: list[tuple[float, int]] = []  # (monotonic, MemFree + Inactive(file) bytes)
-        self.lowest = 0  # the lowest of `available` (bytes; 0 before the first sample)
-        self.at_lowest: dict[str, int] = {}  # /proc/meminfo's figures (KiB) then
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.before: tuple[dict[str, int], dict[str, float]] = ({}, {})
-        self.started = 0.0
-
-    def daemon_argv(self, beats: Path) -> tuple[str, ...]:
-        return daemon_argv(self.spec, beats)
-
-    def before_pressure(self, backend: Any, control: Path, mem_total: int, pods: Mapping[str, Any]) -> None:
-        """Once the pods that only hold memory hold it, before the pressure pods start: a deploy's old pods rolled
-        out (bench/node_survival_deploy.py), the page cache from before a JVM's warm-up read in
-        (bench/node_survival_falsetriggers.py); nothing for other workloads."""
-        self.deploy.before_pressure(backend, control, mem_total, pods)
-        self.false_trigger.before_pressure(control)
-
-    def _counters(self) -> tuple[dict[str, int], dict[str, float]]:
-        psi = Path("/proc/pressure/memory")
-        return (vmstat_counters(Path("/proc/vmstat").read_text()),
-                psi_totals(psi.read_text()) if psi.exists() else {})
-
-    def _sample(self) -> None:
-        while not self.stopping.is_set():
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                info = meminfo_kib(Path("/proc/meminfo").read_text())
-                figure = (info["MemFree"] + info["Inactive(file)"]) * 1024
-                if not self.at_lowest or figure < self.lowest:
-                    self.lowest = figure
-                    self.at_lowest = {k: info[k] for k in MEMINFO_AT_LOWEST if k in info}
-                self.available.append((time.monotonic(), figure))
-            time.sleep(0.1)
-
-    def start(self, pods: Mapping[str, Any]) -> None:
-        self.before, self.started = self._counters(), time.monotonic()
-        self.thread.start()
-        self.own_limit.start(pods)
-        self.deploy.start()
-        self.false_trigger.start()
-
-    def figures(self, beats_path: Path) -> dict[str, Any]:
-        from node_survival_ownlimit import node_scan_pages
-
-        ended = time.monotonic()
-        vmstat, psi = self._counters()
-        own_limit = self.own_limit.figures()
-        deploy = self.deploy.figures(meminfo_kib(Path("/proc/meminfo").read_text())["MemTotal"] * 1024)
-        false_trigger = self.false_trigger.figures()
-        scans = node_scan_pages(self.before[0], vmstat)
-        self.stopping.set()
-        self.thread.join(timeout=2)
-        beats = [float(x) for x in beats_path.read_text().split()] if beats_path.exists() else []
-        gap = longest_gap(beats, self.started, ended)
-        at_gap = value_at(self.available, gap[0]) if gap else None
-        return {
-            "refaultFileMib": refault_file_mib(self.before[0], vmstat),
-            "memoryStallS": {kind: psi[kind] - self.before[1].get(kind, 0.0) for kind in psi} or None,
-            "kubeletAvailableAtLongestGapMib": None if at_gap is None else at_gap / MiB,
-            "kubeletAvailableMinMib": self.lowest / MiB if self.at_lowest else None,
-            "meminfoAtLowestMib": {k: round(v / 1024, 1) for k, v in self.at_lowest.items()} or None,
-            "nodeScanMib": None if scans is None else scans * PAGE / MiB,  # node-wide reclaim (kswapd, direct)
-            **own_limit,
-            **deploy,
-            **false_trigger,
-        }

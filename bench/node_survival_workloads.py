@@ -90,8 +90,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from node_survival_controls import CONTROL_WORKLOADS, control_workload
-
 MiB = 1 << 20
 
 # The largest chunk a grower maps at once: be-burst's, which maps chunk after chunk with no pause.
@@ -184,48 +182,6 @@ class Workload:
 def guaranteed_pod() -> PodSpec:
     return PodSpec("guaranteed", "guaranteed", GUARANTEED_LIMIT_MIB, GUARANTEED_LIMIT_MIB, 0.0,
                    GUARANTEED_HOLD_MIB, pressure=False, hold_mib=GUARANTEED_HOLD_MIB)
-
-
-def workload(name: str, mem_total_mib: int, requests_fit_mib: int | None = None) -> Workload:
-    """The workload `name` for a node of `mem_total_mib` (MemTotal) whose kubelet admits pods whose requests add up
-    to `requests_fit_mib` (None: MemTotal); KeyError for an unknown name."""
-    if name in GROWER_RATES_MIB_S:
-        return Workload(name, (guaranteed_pod(), PodSpec("grower", "besteffort", None, None, GROWER_RATES_MIB_S[name],
-                                                         0.0, True)))
-    if name in MANY_SMALL_VARIANTS:
-        rate_mib_s, hold_s = MANY_SMALL_VARIANTS[name]
-        request = (requests_fit_mib or mem_total_mib) // MANY_SMALL_PODS
-        pods = tuple(PodSpec(f"small-{i}", "burstable", request, None, rate_mib_s / MANY_SMALL_PODS,
-                             request * MANY_SMALL_FILL, True) for i in range(MANY_SMALL_PODS))
-        return Workload(name, pods, hold_s=hold_s)
-    if name in PAGECACHE_WORKLOADS:
-        from node_survival_pagecache import pagecache_workload
-
-        return pagecache_workload(name, mem_total_mib)
-    if name in OWN_LIMIT_WORKLOADS:
-        from node_survival_ownlimit import own_limit_workload
-
-        return own_limit_workload(name, mem_total_mib)
-    if name in DEPLOY_WORKLOADS:
-        from node_survival_deploy import deploy_workload
-
-        return deploy_workload(name, mem_total_mib)
-    if name in FALSE_TRIGGER_WORKLOADS:
-        from node_survival_falsetriggers import false_trigger_workload
-
-        return false_trigger_workload(name, mem_total_mib)
-    if name in CONTROL_WORKLOADS:
-        return control_workload(name, guaranteed_pod())
-    raise KeyError(f"unknown workload {name!r}: one of {', '.join(WORKLOADS)}")
-
-
-PAGECACHE_WORKLOADS = ("thrash", "active-file")  # bench/node_survival_pagecache.py
-OWN_LIMIT_WORKLOADS = ("own-limit-thrash", "backup-stream")  # bench/node_survival_ownlimit.py
-DEPLOY_WORKLOADS = ("deploy-burst",)  # bench/node_survival_deploy.py
-# bench/node_survival_falsetriggers.py
-FALSE_TRIGGER_WORKLOADS = ("jvm-warmup", "db-fits", "log-shipper", "compaction")
-WORKLOADS = (*GROWER_RATES_MIB_S, *MANY_SMALL_VARIANTS, *PAGECACHE_WORKLOADS, *OWN_LIMIT_WORKLOADS,
-             *DEPLOY_WORKLOADS, *FALSE_TRIGGER_WORKLOADS, *CONTROL_WORKLOADS)
 
 
 def oom_score_adj(spec: PodSpec, mem_total_bytes: int) -> int:

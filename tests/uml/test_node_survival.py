@@ -30,6 +30,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from node_survival import missing_host_programs, run_boot
+from node_survival_catalog import WORKLOADS, workload
 from node_survival_controls import CONTROL_WORKLOADS
 from node_survival_controls_guest import Controls, evictd_settings
 from node_survival_falsetriggers import (
@@ -104,7 +105,7 @@ from node_survival_pagecache import (
     value_at,
     vmstat_counters,
 )
-from node_survival_workloads import BURST_CHUNK_MIB, GROWER, HEARTBEAT, WORKLOADS, workload
+from node_survival_workloads import BURST_CHUNK_MIB, GROWER, HEARTBEAT
 
 from evictd.core.signals import Signal
 from evictd.core.thresholds import STALL_FIELDS

@@ -19,11 +19,14 @@ from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummar
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource
 from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_bytes
+from evictd.adapters.protection_facts import read_protection_facts
 from evictd.adapters.sensors import Sensors, TargetWatch
 from evictd.config import load_configuration
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.fs_layout import FsLayout
+from evictd.core.protections import Protection, Verdict, protections
+from evictd.core.protections import State as ProtectionState
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Reading, Signal
 from evictd.core.stall_gate import CounterTrend, StallGate
@@ -341,13 +344,15 @@ def test_without_system_slice_the_daemons_signal_is_named_absent_at_start(tmp_pa
     cgroups = CgroupReader(CgroupLayout(version=2, root=root))
     config = configuration(tmp_path, f"kubeletRootDir: {tmp_path}\n" + DAEMONS_HARD)
     try:
-        with structlog.testing.capture_logs() as logs:
-            build_stats_source(config, cgroups, "node-1", log=structlog.get_logger("test"))
-            shutil.copytree(FIXTURE_V2 / "system.slice", root / "system.slice")
-            build_stats_source(config, cgroups, "node-1", log=structlog.get_logger("test"))
+        def daemons() -> Verdict:
+            found = {v.protection: v for v in protections(config.protections_wanted(None),
+                                                           read_protection_facts(cgroups))}
+            return found[Protection.DAEMONS_REFAULT]
+        verdicts = [daemons()]
+        shutil.copytree(FIXTURE_V2 / "system.slice", root / "system.slice")
+        verdicts.append(daemons())
     finally:
         cgroups.close()
-    absent = [e for e in logs if e.get("signal") == "evictd.io/daemons.refault"]
-    assert [(e["event"], e["path"]) for e in absent] == [
-        ("stall signal absent: the node's daemons have no cgroup that counts re-reads",
-         f"{root}/system.slice: no such cgroup (no systemd system.slice in the memory hierarchy)")]
+    assert verdicts[0].state is ProtectionState.UNAVAILABLE
+    assert f"{root}/system.slice: no such cgroup (no systemd system.slice in the memory hierarchy)" in verdicts[0].detail
+    assert verdicts[1].state is ProtectionState.ACTIVE

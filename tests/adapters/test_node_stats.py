@@ -26,6 +26,7 @@ from evictd.adapters.filesystems import FsReading
 from evictd.adapters.node_pods import UNKNOWN_NAMESPACE, DiscoveredPods, log_folder_names
 from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor, fs_stats, memory_stats
 from evictd.adapters.pod_disk_usage import PodDiskStore, PodDiskWalker, PodKey
+from evictd.adapters.protection_facts import read_protection_facts
 from evictd.commands.simulate import RecordingEvictor
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import SampleError
@@ -823,11 +824,14 @@ def test_stall_signals_read_the_kernels_pressure_files(tmp_path: Path, tree: Tre
     if tree.version == 2:
         assert observed(summary, Signal.ALLOCATABLE_MEMORY_STALL_SOME) == headroom(3000)
         assert observed(summary, Signal.ALLOCATABLE_MEMORY_STALL_FULL) == headroom(0)
-        assert source.pressure_missing(STALL_SIGNALS) == ()
-    else:  # cgroup v1 has no per-cgroup pressure: the pods stall signals are absent and said to be at start
+    # What the start's "protection" lines say of the same files: cgroup v1 has no per-cgroup pressure.
+    facts = read_protection_facts(node.reader, str(node.proc))
+    assert facts.node_psi_missing is None
+    if tree.version == 2:
+        assert facts.pods_psi_missing is None
+    else:
         assert observed(summary, Signal.ALLOCATABLE_MEMORY_STALL_SOME) is None
-        assert source.pressure_missing(STALL_SIGNALS) == tuple(
-            (signal, "no pods cgroup memory.pressure (cgroup v1)") for signal in STALL_SIGNALS[2:])
+        assert facts.pods_psi_missing == "no pods cgroup memory.pressure (cgroup v1)"
     # Everything else reads as it does without PSI.
     assert set(signal_observations(summary)) - EVICTD_SIGNALS == ALL_SIGNALS
     # The stall gate's counters: the node's global reclaim scans, and the pods cgroup's own `max` events on v2.
@@ -936,12 +940,10 @@ def test_without_psi_the_stall_signals_are_absent_and_named_at_start(tmp_path: P
     summary = source.summary()
     assert source.problems == ()  # no PSI is not a problem of each cycle: the start says so once
     assert not set(signal_observations(summary)) & EVICTD_SIGNALS
-    assert source.pressure_missing(STALL_SIGNALS) == (
-        (Signal.MEMORY_STALL_SOME, str(node.proc / "pressure" / "memory")),
-        (Signal.MEMORY_STALL_FULL, str(node.proc / "pressure" / "memory")),
-        (Signal.ALLOCATABLE_MEMORY_STALL_SOME, str(node.cgroup_root / V2.pods / "memory.pressure")),
-        (Signal.ALLOCATABLE_MEMORY_STALL_FULL, str(node.cgroup_root / V2.pods / "memory.pressure")),
-    )
+    facts = read_protection_facts(node.reader, str(node.proc))
+    assert (facts.node_psi_missing, facts.pods_psi_missing) == (
+        f"{node.proc / 'pressure' / 'memory'}: absent or not supported (no PSI)",
+        f"{node.cgroup_root / V2.pods / 'memory.pressure'}: absent or not supported (no PSI)")
 
 
 def test_an_unreadable_pressure_file_is_a_problem_naming_it(tmp_path: Path) -> None:

@@ -95,6 +95,7 @@ def test_each_protection_says_whether_it_acts_why_not_and_how(protection: Protec
     assert in_detail in found.detail
     assert how in found.how
     assert (found.how == "") == (state in (State.ACTIVE, State.UNREAD))
+    assert found.partial == ("absent:" in found.detail)  # the start warns of a part asked for and absent
 
 
 def test_fields_name_the_protection_as_metrics_label_it() -> None:

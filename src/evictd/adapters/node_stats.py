@@ -8,7 +8,7 @@ from their cgroups); ephemeral-storage is absent until the pod has disk figures;
 memory unknown (sandbox stats stand in). With `memory_pressure`, blocks carry PSI and the stall gate's counters
 (/proc/vmstat scans, refaults, the pods cgroup's ``memory.events.local`` ``max``); with `daemon_refaults`, the
 daemons' (system.slice's) re-reads and usage as the ``evictd.io/daemons`` system container; what the kernel lacks is
-absent and named at start (`pressure_missing`, `refault_missing`, `daemons_missing`).
+absent (the start's "protection" lines name it: `evictd.adapters.protection_facts`).
 
 Unreadable parts are absent (never guessed) and recorded in `problems`; every block carries its read time. Pod
 folders are measured by the disk walker (`PodDiskStore`), not by the cycle.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TypeVar
@@ -33,11 +33,10 @@ from evictd.adapters.cgroups import (
     flat_keyed_value,
     read_file_if_present,
 )
-from evictd.adapters.daemon_cgroups import daemon_counts, daemons_missing
+from evictd.adapters.daemon_cgroups import daemon_counts
 from evictd.adapters.filesystems import FsReading, statvfs_reading
 from evictd.adapters.pod_disk_blocks import DiskBlocks, disk_blocks
 from evictd.adapters.pod_disk_usage import PodDiskStore, PodKey
-from evictd.adapters.protection_facts import psi_missing, refault_missing
 from evictd.adapters.psi_history import PressureHistory
 from evictd.adapters.runtime_stats_worker import RuntimeStatsWorker
 from evictd.clock import SYSTEM_CLOCK, Clock
@@ -164,32 +163,6 @@ class NodeStatsSource:
             return node, None
         folder = cgroup_folder(str(self._cgroups.layout.memory_hierarchy), self._cgroups.pods_cgroup())
         return node, folder + "/memory.pressure"
-
-    def pressure_missing(self, signals: Iterable[Signal]) -> tuple[tuple[Signal, str], ...]:
-        """Each stall signal of `signals` whose memory pressure file the kernel does not give (no PSI, or no
-        pods cgroup's on cgroup v1), with the file or why there is none."""
-        node, pods = self._pressure_paths()
-        missing = []
-        for signal in signals:
-            if spec_of(signal).stall is None:
-                continue  # the refault signal reads no PSI (`refault_missing`)
-            path = pods if spec_of(signal).reading is Reading.PODS_MEMORY_STALL else node
-            if path is None:
-                why = "cgroup v1" if self._cgroups.layout.version == 1 else "no pods cgroup"
-                missing.append((signal, f"no pods cgroup memory.pressure ({why})"))
-                continue
-            if psi_missing(path) is not None:  # there but unreadable: a problem of every cycle, logged as such
-                missing.append((signal, path))
-        return tuple(missing)
-
-    def refault_missing(self) -> str | None:
-        """Why the refault signal has no counts on this node (None: /proc/vmstat has them, or cannot be read now, a
-        problem of every cycle, logged as such)."""
-        return refault_missing(self._proc_root)
-
-    def daemons_missing(self) -> str | None:
-        """Why the daemons refault signal has nothing to read on this node (`evictd.adapters.daemon_cgroups`)."""
-        return daemons_missing(self._cgroups.layout)
 
     def _daemons(self, at: datetime, problems: list[SampleError]) -> ContainerStats | None:
         """The daemons' system container (with `daemon_refaults`; None: not asked, no system.slice, or unreadable)."""

@@ -77,12 +77,14 @@ class ProtectionWanted:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """One protection's state, what it does or why it does not act, and how to get it (empty when active)."""
+    """One protection's state, what it does or why it does not act, how to get it (empty when active), and whether
+    part of what was asked for is absent (`partial`: active on the rest)."""
 
     protection: Protection
     state: State
     detail: str
     how: str = ""
+    partial: bool = False
 
     def fields(self) -> dict[str, str]:
         return {"protection": str(self.protection), "state": str(self.state), "detail": self.detail, "how": self.how}
@@ -127,7 +129,7 @@ def _stall(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
         return Verdict(Protection.MEMORY_STALL, State.UNAVAILABLE, f"{named}: {facts.pods_psi_missing}",
                        f"a node stall threshold (evictd.io/memory.stall.*), or {PSI_HOW}")
     detail = named + (f" (absent: {'; '.join(missing)})" if missing else "")
-    return Verdict(Protection.MEMORY_STALL, State.ACTIVE, detail)
+    return Verdict(Protection.MEMORY_STALL, State.ACTIVE, detail, partial=bool(missing))
 
 
 def _gate(wanted: ProtectionWanted) -> Verdict:

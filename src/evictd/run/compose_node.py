@@ -286,19 +286,6 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
         memory_pressure=bool(stall_signals),
         daemon_refaults=Signal.DAEMONS_REFAULT in stall_signals,
     )
-    for signal, path in node.pressure_missing(stall_signals):
-        (log or structlog.get_logger("evictd")).warning(
-            "stall signal absent: the kernel gives no memory pressure (PSI)", signal=str(signal), path=path)
-    refault_missing = node.refault_missing() if Signal.MEMORY_REFAULT in stall_signals else None
-    if refault_missing is not None:
-        (log or structlog.get_logger("evictd")).warning(
-            "stall signal absent: the kernel counts no page cache refaults", signal=str(Signal.MEMORY_REFAULT),
-            path=refault_missing)
-    daemons_missing = node.daemons_missing() if Signal.DAEMONS_REFAULT in stall_signals else None
-    if daemons_missing is not None:
-        (log or structlog.get_logger("evictd")).warning(
-            "stall signal absent: the node's daemons have no cgroup that counts re-reads",
-            signal=str(Signal.DAEMONS_REFAULT), path=daemons_missing)
     walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
                                                                pod_logs_dir=settings.pod_logs_dir),
                                log=log if log is not None else structlog.get_logger("evictd"))

@@ -276,9 +276,9 @@ def report_node_protection(basics: Basics) -> None:
 
 def report_protections(basics: Basics, reported_only: str | None) -> None:
     """Log each protection against thrash (`evictd.core.protections`), one "protection" line each: info when
-    active, warning when asked for and unavailable; set `evictd_protection`."""
+    active, warning when asked for and unavailable, wholly or in part; set `evictd_protection`."""
     for verdict in protections(basics.config.protections_wanted(reported_only), read_protection_facts(basics.cgroups)):
-        say = basics.log.warning if verdict.state is ProtectionState.UNAVAILABLE else basics.log.info
+        say = basics.log.warning if verdict.state is ProtectionState.UNAVAILABLE or verdict.partial else basics.log.info
         say("protection", **{key: value for key, value in verdict.fields().items() if value})
         for state in ProtectionState:
             if state is not ProtectionState.UNREAD:

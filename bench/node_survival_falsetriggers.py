@@ -411,7 +411,6 @@ class FalseTriggerRun:
             self.thread.start()
 
     def _read(self) -> None:
-
         now = time.monotonic()
         sample: dict[str, float] = {}
         with contextlib.suppress(OSError, ValueError, KeyError):

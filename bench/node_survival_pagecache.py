@@ -163,7 +163,8 @@ class PageCacheWorkload(Workload):
     kubelet_file_mib: int = 0  # the kubelet stand-in's (stand-in backend; 0: no kubelet heartbeat)
 
 
-PAGECACHE_WORKLOADS = ("thrash", "active-file")
+THRASH, ACTIVE_FILE = "thrash", "active-file"
+PAGECACHE_WORKLOADS = (THRASH, ACTIVE_FILE)
 
 
 def disk() -> Path:
@@ -176,13 +177,13 @@ def file_path(name: str, mib: int) -> Path:
 
 def pagecache_workload(name: str, mem_total_mib: int) -> PageCacheWorkload:
     """The page-cache workload `name` for a node of `mem_total_mib`; KeyError for another name."""
-    if name == "thrash":
+    if name == THRASH:
         reader = FilePodSpec("reader", "burstable", THRASH_READER_REQUEST_MIB, None, 0.0, 0.0, False,
                              file_mib=THRASH_READER_MIB, mode="mmap-loop", period_s=THRASH_READER_PERIOD_S)
         grower = PodSpec("grower", "besteffort", None, None, THRASH_RATE_MIB_S, 0.0, True)
         return PageCacheWorkload(name, (guaranteed_pod(), reader, grower), daemon_file_mib=THRASH_DAEMON_MIB,
                                  kubelet_file_mib=THRASH_KUBELET_MIB)
-    if name == "active-file":
+    if name == ACTIVE_FILE:
         reader = FilePodSpec("reader", "besteffort", None, None, 0.0, 0.0, False, file_mib=ACTIVE_FILE_MIB,
                              mode="read-twice")
         request = int(mem_total_mib * ACTIVE_FILE_FILLER_REQUEST)

@@ -27,7 +27,7 @@ from cycle_reports import (
     with_reclaim,
     without_pod_list,
 )
-from evictd.core.engine import EngineState
+from evictd.core.engine import EngineState, FollowUp, FollowUpKind
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.signals import NodeCondition
@@ -301,3 +301,17 @@ def test_shadow_comparisons_are_counted_by_outcome_and_resource_from_zero() -> N
     assert sample(metrics, "evictd_shadow_comparisons_total", outcome="kubelet-only", resource="memory") == 0
     assert not [s for family in metrics.registry.collect() for s in family.samples
                 if "shop/" in str(s.labels) or "uid-" in str(s.labels)]
+
+
+def test_a_follow_up_is_counted_by_kind_and_not_as_an_eviction(memory_run: Run) -> None:
+    """Issue #73: a pod evicted once and followed up (stopped again) counts one eviction, and one follow-up."""
+    evicted = memory_run.reports[3]
+    [eviction] = evicted.acted.evictions
+    metrics = Metrics()
+    metrics.record_cycle(evicted, memory_run.state, 0.001, NOW_WALL, False)
+    followed = replace(evicted, acted=replace(evicted.acted, evictions=(), follow_ups=(
+        FollowUp(eviction, FollowUpKind.STOPPED_AGAIN, "stopped again through the container runtime"),)))
+    metrics.record_cycle(followed, memory_run.state, 0.001, NOW_WALL, False)
+    assert sample(metrics, "evictd_evictions_total", eviction_signal="memory.available") == 1
+    assert sample(metrics, "evictd_eviction_follow_ups_total", kind="stopped_again") == 1
+    assert sample(metrics, "evictd_eviction_follow_ups_total", kind="escalated") == 0

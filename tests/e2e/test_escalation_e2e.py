@@ -10,7 +10,8 @@ The story: the holder, a container that ignores SIGTERM, fills 200 MiB (soft pre
 period evictd deletes it with 600 s; the stand-in sends SIGTERM, which it ignores: it keeps running and keeps its
 memory, and evictd waits for it to go. The holder then fills 120 MiB more (hard pressure, the test's clock
 starting as it is told to): evictd cuts its wait short and deletes the holder again with the hard grace period
-(1 s) within `ESCALATION_WITHIN_S`, before ranking any other pod; the stand-in stops it again with 2 s (the
+(1 s) within `ESCALATION_WITHIN_S`, before ranking any other pod, as a follow-up of its one eviction (one
+"evicting pod", one Evicted event); the stand-in stops it again with 2 s (the
 kubelet's minimum) and the runtime kills it. The bystander is never deleted.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from e2e_node import TRIGGER_MOUNT, ClusterNode, Container, MiB, Trigger, pods_memory_limit
 
 from evictd.core.runtime import ContainerState
+from evictd.observe.cycle_logging import FOLLOW_UP_EVENT
 from polling import wait_until
 
 PODS_LIMIT_BYTES = 400 * MiB
@@ -74,12 +76,13 @@ def test_a_hard_threshold_deletes_the_soft_evicted_pod_again_at_once_and_no_byst
         wait_until(lambda: len(node.requests_to("DELETE", holder)) >= 2, ESCALATION_WITHIN_S + 10,
                    "the holder's second DELETE", interval_s=0.02)
         redeleted_after_s = time.monotonic() - more_at
-        hard = daemon.wait_event("evicting pod", timeout=5, pod=key, grace_period_seconds=HARD_GRACE_PERIOD_S)
+        hard = daemon.wait_event(FOLLOW_UP_EVENT, timeout=5, pod=key, grace_period_seconds=HARD_GRACE_PERIOD_S)
+        assert hard["kind"] == "escalated"  # a follow-up of the soft eviction, not a second eviction (issue #73)
         crossed = daemon.wait_for(lambda e: e.get("event") == "threshold met"
                                   and e.get("threshold") == f"{SIGNAL}<{HARD} (hard)", timeout=5)
         cut = daemon.wait_event("wait for evicted pods cut short: a hard threshold is met", timeout=5)
         logged_after_s = hard["_received"] - more_at_wall
-        print(f"hard allocation -> second DELETE {redeleted_after_s:.3f} s (test's poll), -> 'evicting pod' "
+        print(f"hard allocation -> second DELETE {redeleted_after_s:.3f} s (test's poll), -> follow-up "
               f"{logged_after_s:.3f} s (received), 'threshold met' at {crossed['_received'] - more_at_wall:.3f} s, "
               f"wait cut short at {cut['_received'] - more_at_wall:.3f} s")
         assert redeleted_after_s < ESCALATION_WITHIN_S, f"re-deleted {redeleted_after_s:.2f} s after the crossing"
@@ -98,7 +101,9 @@ def test_a_hard_threshold_deletes_the_soft_evicted_pod_again_at_once_and_no_byst
 
         time.sleep(2.0)  # the pressure went with the holder: nothing else is evicted
         assert [r for r in node.deletes() if "/pods/quiet" in r.path] == []
-        assert not [e for e in daemon.events if e.get("event") == "evicting pod" and e.get("pod") != key]
+        assert [e["pod"] for e in daemon.events if e.get("event") == "evicting pod"] == [key]  # evicted once
+        assert [e["involvedObject"]["name"] for e in node.apiserver.store.events(holder.namespace)
+                if e["reason"] == "Evicted"] == ["holder"]
         quiet = node.apiserver.store.get_pod(bystander.namespace, bystander.name)
         assert quiet is not None and "deletionTimestamp" not in quiet["metadata"]
         assert daemon.stop() == 0

@@ -6,7 +6,10 @@ clock are scripted.
 
 1. Escalation: a 3 GiB pod soft-evicted with a 600 s grace period that keeps running (it ignores SIGTERM: the test
    API server leaves it terminating) holds the memory when a hard threshold is met. evictd deletes it again with
-   the hard grace period (1 s) instead of evicting a 200 MiB bystander; it does so once.
+   the hard grace period (1 s) instead of evicting a 200 MiB bystander; it does so once, as a follow-up of the
+   first eviction (issue #73: no second Evicted event, not counted again).
+   A pod evicted at once and stopped on the node that runs again (the kubelet restarted it before it saw the
+   deletion) is stopped on the node again, with no second DELETE or event; one stopped for good lets the next go.
 2. Pending release: with `softEvictionsThroughEvictionAPI`, a pod whose eviction the API accepted and carries out
    in the background (annotated eviction in progress, not deleted) holds the next soft eviction for the same
    shortfall until it is gone or `PENDING_RELEASE_DEADLINE_S` passed; a hard threshold is not held.
@@ -25,7 +28,7 @@ from evictd_kube_support import evictd_api_client
 from builders import Gi, Mi, pod, pod_stats, summary
 from clocks import ManualClock
 from evictd.commands.simulate import FixedLayout
-from evictd.core.engine import EngineConfig
+from evictd.core.engine import EngineConfig, Eviction, FollowUpKind
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.pods import Pod
@@ -66,7 +69,23 @@ class Stats:
             *(pod_stats(b, memory=200 * Mi) for b in BYSTANDERS)]))
 
 
-def build(apiserver: ApiServer, tmp_path: Path, *, api: bool) -> Iterator[tuple[EvictionManager, Stats, Any]]:
+class StoppingRuntime:
+    """An attached container runtime that stops each pod it is asked to (what the runtime link does), and remembers
+    which."""
+
+    attached = True
+    can_stop = True
+
+    def __init__(self) -> None:
+        self.stopped: list[str] = []
+
+    def stop_pod(self, eviction: Eviction) -> str:
+        self.stopped.append(eviction.pod.name)
+        return "through the container runtime"
+
+
+def build(apiserver: ApiServer, tmp_path: Path, *, api: bool,
+          runtime: StoppingRuntime | None = None) -> Iterator[tuple[EvictionManager, Stats, Any]]:
     for document in (HOLDER, *BYSTANDERS):
         apiserver.store.create_pod(document)
     client = evictd_api_client(apiserver)
@@ -75,7 +94,8 @@ def build(apiserver: ApiServer, tmp_path: Path, *, api: bool) -> Iterator[tuple[
     assert wait_until(watcher.is_synced, 5.0)
     journal = EvictionJournal(str(tmp_path / "evictions.json"), log=LogCapture())
     clock = ManualClock(0.0)
-    evictor = KubePodEvictor(client, journal, EventRecorder(client, NODE), clock=clock)
+    evictor = KubePodEvictor(client, journal, EventRecorder(client, NODE), clock=clock,
+                             **({} if runtime is None else {"runtime": runtime}))
     requests = EvictionRequests(evictor, request_timeout_s=5.0) if api else None
     route = None if requests is None else EvictionApiRoute(
         requests, max_candidates=3, deadline_s=300.0,
@@ -94,6 +114,11 @@ def deletes(apiserver: ApiServer) -> list[tuple[str, int]]:
     """The DELETEs of pods sent, in order: (pod name, grace period)."""
     return [(r.path.rsplit("/", 1)[1], r.body["gracePeriodSeconds"]) for r in
             apiserver.request_log.matching("DELETE", None) if "/pods/" in r.path]
+
+
+def evicted_events(apiserver: ApiServer, name: str) -> int:
+    """How many Evicted events name the pod `name`."""
+    return sum(1 for e in apiserver.store.events() if e["reason"] == "Evicted" and e["involvedObject"]["name"] == name)
 
 
 @pytest.fixture
@@ -122,7 +147,10 @@ def test_a_hard_threshold_deletes_the_soft_evicted_pod_again_with_the_hard_grace
     stats.available = 300 * Mi  # the holder ignores SIGTERM and keeps its 3 GiB: a hard threshold is met
     clock.advance(1.0)
     hard = manager.synchronize()
-    assert [(e.pod.name, e.effective_grace_period_s) for e in hard.acted.evictions] == [("holder", 1)]
+    assert hard.acted.evictions == ()  # not a second eviction: a follow-up of the first
+    [follow_up] = hard.acted.follow_ups
+    assert (follow_up.eviction.pod.name, follow_up.kind) == ("holder", FollowUpKind.ESCALATED)
+    assert follow_up.how == "deleted with a 1 s grace period (its eviction gave 600 s)"
     assert hard.decided.ranked_pods[0].name == "holder"
     assert "holder" in stats.measured[-1]  # its memory was measured to rank it
     assert deletes(apiserver)[-1] == ("holder", 1)
@@ -132,27 +160,45 @@ def test_a_hard_threshold_deletes_the_soft_evicted_pod_again_with_the_hard_grace
     clock.advance(1.0)
     assert [e.pod.name for e in manager.synchronize().acted.evictions] == ["bystander-1"]
     assert [name for name, _ in deletes(apiserver)].count("holder") == 2
+    assert evicted_events(apiserver, "holder") == 1
 
 
-@pytest.mark.parametrize(("processes", "next_evicted"), [(2, "holder"), (0, "bystander-0")])
-def test_a_pod_stopped_on_the_node_that_runs_again_is_evicted_again_before_any_bystander(
-    apiserver: ApiServer, kubelet_way: tuple[EvictionManager, Stats, Any], processes: int, next_evicted: str
+@pytest.fixture
+def with_runtime(apiserver: ApiServer, tmp_path: Path) -> Iterator[tuple[EvictionManager, Stats, Any]]:
+    runtime = StoppingRuntime()
+    for built in build(apiserver, tmp_path, api=False, runtime=runtime):
+        yield built[0], built[1], (*built[2], runtime)
+
+
+@pytest.mark.parametrize("processes", [2, None, 0])
+def test_a_pod_stopped_on_the_node_that_runs_again_is_stopped_again_not_evicted_twice_nor_a_bystander(
+    apiserver: ApiServer, with_runtime: tuple[EvictionManager, Stats, Any], processes: int | None
 ) -> None:
     """The real fleet's race: evictd's hard eviction stopped the hog's container on the node before the kubelet saw
-    the deletion, the kubelet started it again (restartPolicy Always) and it refilled; the next hard cycle evicted
-    the quiet pod beside it. A pod evictd stopped that runs again is evicted again first; one that stays stopped
-    (no process left) holds nothing, and the next pod goes."""
-    manager, stats, (clock, _, watcher, journal) = kubelet_way
+    the deletion, the kubelet started it again (restartPolicy Always) and it refilled. A cycle 1 s after the eviction,
+    the pod still listed and terminating, ranks it first again: it is stopped on the node again, never deleted or
+    announced a second time (the real cluster showed two Evicted events for one pod), and no bystander goes. Its
+    processes not counted (None, as a Summary may leave them) is taken as running. One that stays stopped (no process
+    left) holds nothing, and the next pod goes."""
+    manager, stats, (clock, _, watcher, journal, runtime) = with_runtime
     stats.available = 300 * Mi  # the hard threshold is met at once
     first = manager.synchronize()
     assert [(e.pod.name, e.effective_grace_period_s) for e in first.acted.evictions] == [("holder", 1)]
+    assert runtime.stopped == ["holder"]  # stopped on the node beside the API writes
     uid = HOLDER["metadata"]["uid"]
-    journal.note_stopped_locally(uid)  # what the runtime link records after its stop on the node
+    assert journal.get(uid).stopped_locally
     assert wait_until(lambda: (p := watcher.pod(uid)) is not None and p.deletion_timestamp is not None, 5.0)
     stats.holder_processes = processes  # started again by the kubelet, refilled to 3 GiB; or still stopped
     clock.advance(1.0)
     again = manager.synchronize()
-    assert [e.pod.name for e in again.acted.evictions] == [next_evicted]
+    if processes == 0:
+        assert [e.pod.name for e in again.acted.evictions] == ["bystander-0"] and again.acted.follow_ups == ()
+        return
+    assert again.acted.evictions == ()
+    [follow_up] = again.acted.follow_ups
+    assert (follow_up.eviction.pod.name, follow_up.kind) == ("holder", FollowUpKind.STOPPED_AGAIN)
+    assert runtime.stopped == ["holder", "holder"]
+    assert deletes(apiserver) == [("holder", 1)] and evicted_events(apiserver, "holder") == 1
 
 
 def test_a_pod_releasing_in_the_background_holds_soft_evictions_until_its_deadline(
@@ -180,8 +226,11 @@ def test_a_pod_releasing_in_the_background_holds_soft_evictions_until_its_deadli
     # A hard threshold is not held: it evicts as the kubelet does.
     stats.available = 300 * Mi
     clock.advance(1.0)
-    hard = manager.synchronize().acted.evictions
-    assert [(e.pod.name, e.effective_grace_period_s) for e in hard] == [("holder", 1)]
+    hard = manager.synchronize().acted
+    # Its one eviction was the API's: this deletes it with the hard grace, a follow-up (no second Evicted event).
+    assert hard.evictions == ()
+    assert [(f.eviction.pod.name, f.kind) for f in hard.follow_ups] == [("holder", FollowUpKind.ESCALATED)]
+    assert deletes(apiserver) == [("holder", 1)] and evicted_events(apiserver, "holder") == 1
     # Past the deadline a soft eviction goes on.
     stats.available = 800 * Mi
     clock.advance(PENDING_RELEASE_DEADLINE_S)

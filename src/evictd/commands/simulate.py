@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from evictd.core.decode import list_of, mapping, sequence
-from evictd.core.engine import EngineConfig, EngineState, Eviction
+from evictd.core.engine import EngineConfig, EngineState, Eviction, FollowUp, FollowUpKind
 from evictd.core.errors import ConfigError, DecodeError, ScenarioError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.kubelet_config import (
@@ -321,6 +321,9 @@ class RecordingEvictor:
 
     def evict(self, eviction: Eviction) -> None:
         self.evictions.append(eviction)
+
+    def follow_up(self, eviction: Eviction) -> FollowUp:  # no pod is terminating in a scenario: never asked
+        return FollowUp(eviction, FollowUpKind.LEFT_TO_KUBELET, "simulated")
 
 
 class ScenarioRunner:

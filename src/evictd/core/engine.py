@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 from evictd.core.disk_figures import pods_to_wait_for, unmeasured_pods
 from evictd.core.engine_rules import (
@@ -151,6 +152,26 @@ class Eviction:
     conditions: tuple[PodCondition, ...]
     reason: str = EVICTED_REASON
     threshold: Threshold | None = None
+
+
+class FollowUpKind(StrEnum):
+    """What evictd does when a hard threshold ranks first a pod it evicted that still runs: never a second eviction
+    (no second DELETE of the same grace, no second Evicted event, counted once), as the kubelet evicts a pod once and
+    waits for its cleanup. The value is the `kind` label of `evictd_eviction_follow_ups_total`."""
+
+    ESCALATED = "escalated"  # evicted with a longer grace (soft): deleted again, once, with the hard grace
+    STOPPED_AGAIN = "stopped_again"  # deleted with the hard grace, running again on the node: stopped there again
+    LEFT_TO_KUBELET = "left_to_kubelet"  # nothing more to do here (no runtime): the kubelet carries out the deletion
+
+
+@dataclass(frozen=True, slots=True)
+class FollowUp:
+    """A follow-up of an earlier eviction of `eviction.pod` (the cycle's ranking chose it again): `kind`, and how it
+    was carried out (`how`)."""
+
+    eviction: Eviction
+    kind: FollowUpKind
+    how: str
 
 
 # --- the outcome of `assess`: what the cycle saw, and its next step ------------------------------------

@@ -25,6 +25,7 @@ from evictd.core.engine import (
     EvictForLocalStorage,
     Eviction,
     EvictionChoice,
+    FollowUp,
     NoneStarved,
     ReclaimThenEvict,
     Skipped,
@@ -117,9 +118,12 @@ class DiskFigures(Protocol):
 
 
 class PodEvictor(Protocol):
-    """Evicts one pod as decided (raises EvictdError on failure)."""
+    """Evicts one pod as decided, or follows up the earlier eviction of a pod ranked first again while it still runs
+    (never a second eviction: `FollowUp`); each raises EvictdError on failure."""
 
     def evict(self, eviction: Eviction) -> None: ...
+
+    def follow_up(self, eviction: Eviction) -> FollowUp: ...
 
 
 class EvictionManager:
@@ -362,11 +366,15 @@ class EvictionManager:
                 pending = route.pending_release()
         eviction_api: EvictionApiUse | None
         evicted: tuple[Eviction, ...] = ()
+        follow_ups: tuple[FollowUp, ...] = ()
         failures: tuple[CycleError, ...] = ()
         if pending is not None:
             eviction_api = EvictionApiUse(pending_release=pending)
         elif through_api and route is not None and choice.eviction is not None:
             eviction_api = request_round(route.evictor, (choice.eviction, *choice.alternates), api_evicted)
+        elif choice.eviction is not None and choice.eviction.pod.uid in {pod.uid for pod in terminating}:
+            follow_ups, failures = self._follow_up(choice.eviction)
+            eviction_api = None
         else:
             evicted = (choice.eviction,) if choice.eviction else ()
             failures = self._evict(evicted)
@@ -377,7 +385,7 @@ class EvictionManager:
         decided = replace(seen.decided, ranking=ranking, skipped_critical=choice.skipped_critical,
                           withheld=choice.withheld, awaited_disk_figures=awaited, unmeasured=choice.unmeasured)
         acted = Acted(reclaim=reclaim, reclaim_succeeded=succeeded, after_reclaim=after, evictions=evicted,
-                      eviction_api=eviction_api, after_disk_wait=waited, memory_reclaim=memory)
+                      eviction_api=eviction_api, after_disk_wait=waited, memory_reclaim=memory, follow_ups=follow_ups)
         return replace(seen, decided=decided, acted=acted, errors=(*errors, *failures))
 
     def _waited_for(self, pods: Sequence[Pod], terminating: Sequence[Pod]) -> frozenset[str] | None:
@@ -432,6 +440,14 @@ class EvictionManager:
             except EvictdError as exc:
                 failures.append(_eviction_failure(eviction, exc))
         return tuple(failures)
+
+
+    def _follow_up(self, eviction: Eviction) -> tuple[tuple[FollowUp, ...], tuple[CycleError, ...]]:
+        """Follow up the earlier eviction of `eviction`'s pod (not a second eviction); the follow-up or its failure."""
+        try:
+            return (self._evictor.follow_up(eviction),), ()
+        except EvictdError as exc:
+            return (), (_eviction_failure(eviction, exc),)
 
 
 def _eviction_failure(eviction: Eviction, error: EvictdError) -> CycleError:

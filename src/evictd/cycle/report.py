@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from evictd.core.engine import Assessment, Eviction
+from evictd.core.engine import Assessment, Eviction, FollowUp
 from evictd.core.errors import EvictionRefused
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.oom import OomReport
@@ -182,8 +182,8 @@ class MemoryReclaimUse:
 class Acted:
     """What a cycle did: node-level reclaim actions, whether they resolved the pressure and the Summary read after
     (None: none); the evictions (a failed one counts, as the kubelet counts it; an accepted API eviction counts when
-    learnt of); Eviction API use; `after_disk_wait` (the Summary ranked on after a disk-figures wait);
-    `memory_reclaim` (None: off or not needed)."""
+    learnt of); `follow_ups` of earlier evictions (none a second eviction); Eviction API use; `after_disk_wait` (the
+    Summary ranked on after a disk-figures wait); `memory_reclaim` (None: off or not needed)."""
 
     reclaim: tuple[ReclaimResult, ...] = ()
     reclaim_succeeded: bool | None = None
@@ -192,6 +192,7 @@ class Acted:
     evictions: tuple[Eviction, ...] = ()
     eviction_api: EvictionApiUse | None = None
     memory_reclaim: MemoryReclaimUse | None = None
+    follow_ups: tuple[FollowUp, ...] = ()  # earlier evictions followed up (not evictions: counted once, as evicted)
 
     @property
     def refusals(self) -> tuple[EvictionApiRefusal, ...]:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from evictd.clock import SYSTEM_CLOCK, Clock
-from evictd.core.engine import Eviction
+from evictd.core.engine import Eviction, FollowUp, FollowUpKind
 from evictd.core.errors import EvictdError, EvictionRefused, KubeError
 from evictd.core.pods import FrozenMap
 from evictd.core.unanswered import Unanswered
@@ -173,6 +173,46 @@ class KubePodEvictor:
             self._on_local_stop(eviction, how, None)
             return
         raise KubeError(failure.verb, failure.status, f"{failure.detail}; pod stopped {how}, API writes pending")
+
+    def follow_up(self, eviction: Eviction) -> FollowUp:
+        """Follow up the earlier eviction of `eviction`'s pod, which a hard threshold ranked first again while it still
+        runs: never a second eviction. Evicted with a longer grace, it is deleted again with `eviction`'s (once: the
+        journal then holds the shorter one) and stopped on the node; evicted with it already, it is stopped on the node
+        again (the kubelet may have restarted it before it saw the deletion). Raises EvictdError (nothing journaled)."""
+        entry = self._journal.get(eviction.pod.uid)
+        grace_s = eviction.effective_grace_period_s
+        stop = LocalStop(lambda: self._runtime.stop_pod(eviction)) if self._runtime.can_stop else None
+        if entry.grace_period_s > grace_s:
+            failure = self._not_asked("delete pods") or self._delete_again(entry, grace_s)
+            how = f"deleted with a {grace_s} s grace period (its eviction gave {entry.grace_period_s} s)"
+            if failure is None:
+                self._journal.record(replace(entry, grace_period_s=grace_s))
+            if stop is None:
+                if failure is not None:
+                    raise failure
+                return FollowUp(eviction, FollowUpKind.ESCALATED, how)
+            stopped = stop.result()
+            self._journal.note_stopped_locally(entry.uid)
+            if failure is not None:
+                raise KubeError(failure.verb, failure.status, f"{failure.detail}; pod stopped {stopped}")
+            return FollowUp(eviction, FollowUpKind.ESCALATED, f"{how}, and stopped {stopped}")
+        if stop is None:
+            return FollowUp(eviction, FollowUpKind.LEFT_TO_KUBELET, "no container runtime to stop it here")
+        stopped = stop.result()
+        self._journal.note_stopped_locally(entry.uid)
+        return FollowUp(eviction, FollowUpKind.STOPPED_AGAIN, f"stopped again {stopped}")
+
+    def _delete_again(self, entry: JournalEntry, grace_s: int) -> KubeError | None:
+        """DELETE `entry`'s pod again with `grace_s` (the API shortens a deletion's grace period, never lengthens
+        it); the error, if any. A 404 or refused UID: the pod is gone, nothing left to shorten."""
+        try:
+            self._delete(replace(entry, grace_period_s=grace_s), min(self._timeout_s, IMMEDIATE_REQUEST_TIMEOUT_S))
+        except KubeError as exc:
+            self._on_api_error(exc)
+            self._unanswered.at = self._clock.monotonic() if exc.status is None else None
+            return None if exc.status in (NOT_FOUND, CONFLICT) else exc
+        self._unanswered.at = None
+        return None
 
     def stop_overdue(self, eviction: Eviction) -> str | None:
         """Stop locally the pod of `eviction`, taken by the API but still running past its grace period, and journal

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evictd.core.engine import Eviction, Skipped, ThresholdStatus
+from evictd.core.engine import Eviction, FollowUp, Skipped, ThresholdStatus
 from evictd.core.engine_rules import STALL_SETTLE_S
 from evictd.core.oom import TOO_LATE_ACTIVITIES, Activity, OomReport, outside_pods, situation, wall_time_text
 from evictd.core.signals import spec_of
@@ -21,6 +21,9 @@ from evictd.cycle.ids import decision_id
 from evictd.cycle.render import describe_threshold
 from evictd.cycle.report import Acted, CycleReport, CycleStep
 from evictd.log import Log
+
+# The log line of an evicted pod ranked first again while it runs (`FollowUp`): never a second "evicting pod".
+FOLLOW_UP_EVENT = "evicted pod ranked first again while it runs: followed up, not evicted again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +108,13 @@ class CycleLogger:
         self._eviction_api(number, report)
         for eviction in acted.evictions:
             self._eviction(number, eviction, report)
+        for follow_up in acted.follow_ups:
+            self._follow_up(number, follow_up, report)
         for failure in report.errors_of(CycleStep.EVICTION):
             self._log.error("eviction failed (still counted, as the kubelet counts it)", cycle=number,
                             error=failure.description)
         api = acted.eviction_api
-        if (decided.ranked_pods and not acted.evictions and not acted.refusals
+        if (decided.ranked_pods and not acted.evictions and not acted.follow_ups and not acted.refusals
                 and (api is None or not (api.asked or api.waiting or api.failure or api.pending_release))):
             self._log.warning("unable to evict any pods from the node", cycle=number,
                               ranking=[p.key for p in decided.ranked_pods])
@@ -245,6 +250,20 @@ class CycleLogger:
         if api is not None and api.evicted == eviction.pod.key:
             fields["through_eviction_api"] = True
         self._log.warning("would evict pod" if fields["dry_run"] else "evicting pod", **fields)
+
+
+    def _follow_up(self, number: int, follow_up: FollowUp, report: CycleReport) -> None:
+        """An evicted pod ranked first again while it runs: followed up (`FollowUpKind`), never evicted twice."""
+        eviction = follow_up.eviction
+        fields: dict[str, Any] = {"cycle": number, "pod": eviction.pod.key, "kind": str(follow_up.kind),
+                                  "how": follow_up.how, "signal": eviction.signal,
+                                  "grace_period_seconds": eviction.effective_grace_period_s}
+        if self._run is not None:
+            fields["decision"] = decision_id(self._run, number)
+        if eviction.threshold is not None:
+            fields["threshold"] = describe_threshold(eviction.threshold)
+            fields["ranking"] = [p.key for p in report.decided.ranked_pods[:5]]
+        self._log.warning(FOLLOW_UP_EVENT, **fields)
 
 
 def _shortage_fields(item: HeldBack) -> dict[str, Any]:

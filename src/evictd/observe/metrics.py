@@ -14,7 +14,7 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from evictd.adapters.node_stats import RUNTIME_SOURCES
-from evictd.core.engine import EngineState, ReclaimThenEvict
+from evictd.core.engine import EngineState, FollowUpKind, ReclaimThenEvict
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.oom import TOO_LATE_ACTIVITIES, OomReport, OomScope
@@ -115,6 +115,10 @@ class Metrics:
         self.errors = Counter("evictd_errors_total", "Errors by source.", ["source"], registry=r)
         self.evictions = Counter("evictd_evictions_total", "Pods evicted, by the signal acted on "
                                  "(the kubelet's kubelet_evictions).", ["eviction_signal"], registry=r)
+        self.follow_ups = Counter("evictd_eviction_follow_ups_total", "Earlier evictions followed up, never evicted "
+                                  "twice: a pod a hard threshold ranked first again while it ran, by kind (escalated: "
+                                  "deleted again with the hard grace period; stopped_again: stopped on the node again; "
+                                  "left_to_kubelet).", ["kind"], registry=r)
         self.would_evict = Counter("evictd_dry_run_evictions_total", "Evictions decided but not carried out "
                                    "(dry-run), by signal.", ["eviction_signal"], registry=r)
         self.eviction_stats_age = Histogram("evictd_eviction_stats_age_seconds", "Age of the stats an eviction "
@@ -196,7 +200,7 @@ class Metrics:
                                (self.would_evict, signals), (self.reclaimed, ReclaimAction), (self.oom_kills, OomScope),
                                (self.oom_kills_too_late, sorted(TOO_LATE_ACTIVITIES)), (self.wakeups, WAKEUP_CAUSES),
                                (self.errors, ERROR_SOURCES), (self.condition, NodeCondition),
-                               (self.mode, RunMode), (self.mode_source, ModeSource),
+                               (self.mode, RunMode), (self.mode_source, ModeSource), (self.follow_ups, FollowUpKind),
                                (self.pod_fields_dropped, CAPPED_FIELDS)):
             for value in values:
                 metric.labels(str(value))  # a new child starts at zero
@@ -244,6 +248,8 @@ class Metrics:
             self.eviction_api_refusals.labels(refusal.reason).inc()
         for eviction in acted.evictions:
             (self.would_evict if dry_run else self.evictions).labels(eviction.signal).inc()
+        for follow_up in acted.follow_ups:
+            self.follow_ups.labels(str(follow_up.kind)).inc()
         if report.oom is not None:
             self._oom(report.oom)
         step = assessment.next_step

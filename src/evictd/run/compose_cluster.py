@@ -19,7 +19,7 @@ from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.pod_dirs import volume_dirs
 from evictd.config import Configuration, EvictdSettings
 from evictd.core.container_gc import PodState, PodStateFunc
-from evictd.core.engine import Eviction
+from evictd.core.engine import Eviction, FollowUp, FollowUpKind
 from evictd.core.errors import EvictdError, KubeError, NotActingError, SampleError
 from evictd.core.pods import Pod
 from evictd.cri import NO_RUNTIME, Runtime
@@ -51,6 +51,8 @@ POD_UID_ENV = "EVICTD_POD_UID"
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 # How long start-up waits for the first pod list (a refused connection ends it at once).
 POD_SYNC_WAIT_S = 10.0
+# How a follow-up reads in dry-run, where nothing is carried out.
+NOT_CARRIED_OUT = "not carried out (dry-run)"
 
 
 class LeaseGatedEvictor:
@@ -67,6 +69,12 @@ class LeaseGatedEvictor:
             raise NotActingError(eviction.pod.key, reason)
         self._evictor.evict(eviction)
 
+    def follow_up(self, eviction: Eviction) -> FollowUp:
+        reason = self._standby_reason()
+        if reason is not None:
+            raise NotActingError(eviction.pod.key, reason)
+        return self._evictor.follow_up(eviction)
+
 
 class ModeGatedEvictor:
     """Evicts through `evictor` only while the node's mode acts (`reports_only` false); in dry-run the eviction is
@@ -80,12 +88,20 @@ class ModeGatedEvictor:
         if not self._reports_only():
             self._evictor.evict(eviction)
 
+    def follow_up(self, eviction: Eviction) -> FollowUp:
+        if self._reports_only():
+            return FollowUp(eviction, FollowUpKind.LEFT_TO_KUBELET, NOT_CARRIED_OUT)
+        return self._evictor.follow_up(eviction)
+
 
 class ReportOnlyEvictor:
     """Evictions not carried out (no Kubernetes API, or dry-run): decided and reported only."""
 
     def evict(self, eviction: Eviction) -> None:
         return None
+
+    def follow_up(self, eviction: Eviction) -> FollowUp:
+        return FollowUp(eviction, FollowUpKind.LEFT_TO_KUBELET, NOT_CARRIED_OUT)
 
 
 @dataclass

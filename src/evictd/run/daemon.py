@@ -213,7 +213,8 @@ class Daemon:
                 self.systemd.notify("WATCHDOG=1")
                 if (settings.max_cycles and cycle >= settings.max_cycles) or self.stop.is_set():
                     break
-                if report is not None and report.acted.evictions and self.wait_for_cleanup is not None \
+                if report is not None and (report.acted.evictions or report.acted.follow_ups) \
+                        and self.wait_for_cleanup is not None \
                         and not self.mode.reports_only() and self.standby() is None:
                     # (no wait for evictions refused for a Lease lost meanwhile)
                     self._wait_for_cleanup(report, self.wait_for_cleanup)
@@ -238,14 +239,15 @@ class Daemon:
     def _wait_for_cleanup(self, report: CycleReport, wait_for_cleanup: CleanupWait) -> None:
         """The kubelet waits for evicted pods to go (at most 30 s), then runs again at once; evictd's wait ends
         early on a hard threshold met (the next cycle escalates)."""
-        pods = [e.pod.key for e in report.acted.evictions]
+        evictions = (*report.acted.evictions, *(f.eviction for f in report.acted.follow_ups))
+        pods = [e.pod.key for e in evictions]
         self.log.info("waiting for evicted pods to go", pods=pods)
         self._hard_met = False
         self._hard_checked_at = self.clock.monotonic()
         # Only a pod given a longer grace period than a hard threshold's can be cut short; the wait after a hard
         # eviction is the kubelet's (cut short, it would evict the next pod meanwhile).
-        cut_short = any(e.effective_grace_period_s > IMMEDIATE_EVICTION_GRACE_PERIOD_S for e in report.acted.evictions)
-        gone = wait_for_cleanup(report.acted.evictions, self._cleanup_pause if cut_short else self._cleanup_sleep)
+        cut_short = any(e.effective_grace_period_s > IMMEDIATE_EVICTION_GRACE_PERIOD_S for e in evictions)
+        gone = wait_for_cleanup(evictions, self._cleanup_pause if cut_short else self._cleanup_sleep)
         if self._hard_met:
             self.log.warning("wait for evicted pods cut short: a hard threshold is met", pods=pods)
         else:

@@ -45,3 +45,16 @@ def test_make_run_keeps_its_state_in_the_checkout_even_when_a_file_names_the_nod
     assert "--state-dir /srv/mine" in evictd_run(dry_run(tmp_path, "run", "STATE=/srv/mine"))
     # Empty, the files decide (their stateDir, or evictd's default).
     assert "--state-dir" not in evictd_run(dry_run(tmp_path, "run", "STATE=", "CONFIG=config/evictd-config.yaml"))
+
+
+def test_make_test_cluster_names_the_commit_it_passed_on_only_after_the_tier_passed(tmp_path: Path) -> None:
+    """Issue #73: the tier's pass is written down (.test-cluster-passed, gitignored) after pytest, removed before."""
+    commands = dry_run(tmp_path, "test-cluster", "EVICTD_K8S_BIN=/nowhere")
+    removed = commands.index("rm -f .test-cluster-passed")
+    tier = next(i for i, line in enumerate(commands) if "EVICTD_CLUSTER=real" in line and "pytest" in line)
+    written = commands.index("tests/cluster/record-pass.sh > .test-cluster-passed")
+    assert removed < tier < written
+    assert ".test-cluster-passed" in (REPO / ".gitignore").read_text(encoding="utf-8").splitlines()
+    named = subprocess.run([str(REPO / "tests/cluster/record-pass.sh")], capture_output=True, text=True, check=True)
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    assert named.stdout.strip() in (head.stdout.strip(), head.stdout.strip() + "+changes")

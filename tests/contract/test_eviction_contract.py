@@ -30,6 +30,8 @@ from node_under_test import (
     wait_until,
 )
 
+from evictd.observe.cycle_logging import FOLLOW_UP_EVENT
+
 HOG_MIB = 200
 # Below what is available at the start by less than the hog takes: the hog alone crosses the threshold.
 THRESHOLD_BELOW_MIB = 120
@@ -115,6 +117,12 @@ def test_an_eviction_is_a_deletion_the_kubelet_carries_out_and_a_clean_stop_leav
     versions = assert_evicted_as_the_kubelet_leaves_it(node, hog, evicting["message"])
     assert terminal_phase(versions) == "Succeeded"  # its container exits 0 on SIGTERM
     assert versions[-1].type == "DELETED"
+    # One eviction, however many cycles ran while it terminated (issue #73: a second one a second later, before):
+    # a cycle that ranks it first again follows that eviction up (stops it on the node again), never evicts again.
+    assert [e["pod"] for e in daemon.events if e.get("event") == "evicting pod"] == [f"{hog.namespace}/{hog.name}"]
+    follow_ups = [e for e in daemon.events if e.get("event") == FOLLOW_UP_EVENT]
+    assert all(e["pod"] == f"{hog.namespace}/{hog.name}" and e["kind"] == "stopped_again" for e in follow_ups)
+    print(f"follow-ups of the hog's eviction: {len(follow_ups)}")
 
     still = node.pod(quiet)
     assert still is not None and "deletionTimestamp" not in still["metadata"]

@@ -516,7 +516,7 @@ def test_version_and_every_subcommands_help_has_a_description_and_examples() -> 
     version = evictd("--version")
     assert version.returncode == 0 and version.stdout.strip() == f"evictd {__version__}"
     for command in (["check-config"], ["run"], ["shadow-report"], ["record"], ["record", "export"], ["replay"],
-                    ["explain"], ["simulate"]):
+                    ["explain"], ["simulate"], ["mode"]):
         shown = evictd(*command, "--help")
         assert shown.returncode == 0, shown.stderr
         usage, description = shown.stdout.split("\n\n")[:2]

@@ -1,14 +1,19 @@
 """The mode of each cycle as the daemon says it (src/evictd/run/mode_switch.py): the log lines, the Events handed
-to the label watch, evictd_mode / evictd_mode_source / evictd_mode_label_invalid and, while acting, the races with
-the kubelet (evictd_handover_conflict and one warning per racing signal each time evictd starts acting)."""
+to the label watch, evictd_mode / evictd_mode_source / evictd_mode_label_invalid / evictd_mode_file_invalid and,
+while acting, the races with the kubelet (evictd_handover_conflict and one warning per racing signal each time
+evictd starts acting). The node-local mode file is a real file, read by its real reader."""
 
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path
+
+from evictd.adapters.mode_file import read_mode_file, remove_mode_file, write_mode_file
 from evictd.core.handover import SignalVerdict, judge_handover, racing_signals
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.run_mode import RunMode
 from evictd.observe.metrics import Metrics
-from evictd.run.mode_switch import LABEL_INVALID_REASON, MODE_CHANGED_REASON, ModeSwitch
+from evictd.run.mode_switch import FILE_INVALID_REASON, LABEL_INVALID_REASON, MODE_CHANGED_REASON, ModeSwitch
 from log_capture import LogCapture
 
 
@@ -47,10 +52,12 @@ def gauge(metrics: Metrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)
 
 
-def switch(node: Node, configured_dry_run: bool = True, *, pinned: bool = False,
-           api: bool = True) -> tuple[ModeSwitch, Metrics, LogCapture]:
+def switch(node: Node, configured_dry_run: bool = True, *, pinned: bool = False, api: bool = True,
+           mode_file: Path | None = None) -> tuple[ModeSwitch, Metrics, LogCapture]:
     metrics, log = Metrics(), LogCapture()
-    mode = ModeSwitch(configured_dry_run, metrics=metrics, log=log, racing=racing_verdicts(), pinned=pinned, api=api)
+    local = {} if mode_file is None else {"local": partial(read_mode_file, str(mode_file)), "local_path": str(mode_file)}
+    mode = ModeSwitch(configured_dry_run, metrics=metrics, log=log, racing=racing_verdicts(), pinned=pinned, api=api,
+                      **local)
     mode.attach(node, node)
     return mode, metrics, log
 
@@ -133,3 +140,70 @@ def test_command_line_dry_run_is_not_overridden_and_no_api_never_races() -> None
     offline, metrics, log = switch(Node(), configured_dry_run=False, api=False)
     assert offline.refresh().mode is RunMode.ACTING and offline.reports_only(), "no API: evictions reported only"
     assert not log.at("warning") and gauge(metrics, "evictd_handover_conflict", signal="memory.available") == 0
+
+
+def test_the_node_local_file_rolls_a_label_acting_node_back_and_lets_go(tmp_path: Path) -> None:
+    """The API cut off: the label stays `acting` as last read; the file alone takes the node to dry-run and back."""
+    mode_file = tmp_path / "mode"
+    node = Node("acting")
+    mode, metrics, log = switch(node, mode_file=mode_file)
+    assert mode.refresh().mode is RunMode.ACTING
+    assert "mode_file" not in log.at("info")[0][1], "no file: the start line is as it was"
+    assert gauge(metrics, "evictd_handover_conflict", signal="memory.available") == 1
+
+    told = len(node.events)  # the start said "now acting": the configured dryRun is true
+    write_mode_file(str(mode_file), "dry-run")
+    assert mode.acting(), "the mode of a cycle holds until the next refresh"
+    assert mode.refresh().mode is RunMode.DRY_RUN and mode.reports_only() and mode.dry_run()
+    [changed] = [f for e, f in log.at("info") if e == "mode changed"]
+    assert changed == {"previous": "acting", "mode": "dry-run", "source": "node-file", "label": "acting",
+                       "configured_dry_run": True, "mode_file": str(mode_file)}
+    [(event_type, reason, message)] = node.events[told:]
+    assert (event_type, reason) == ("Normal", MODE_CHANGED_REASON)
+    assert message == (f"evictd on this node is now in dry-run: it decides and reports, and evicts nothing (node-local "
+                       f"file {mode_file}; evictd mode clear hands the mode back to the label and dryRun)")
+    assert gauge(metrics, "evictd_mode", mode="dry-run") == 1 and gauge(metrics, "evictd_mode", mode="acting") == 0
+    assert gauge(metrics, "evictd_mode_source", source="node-file") == 1
+    assert gauge(metrics, "evictd_mode_source", source="node-label") == 0
+    assert gauge(metrics, "evictd_mode_file_invalid") == 0
+    assert gauge(metrics, "evictd_handover_conflict", signal="memory.available") == 0, "a dry-run races nobody"
+    node.value = "dry-run"  # the label follows meanwhile: the file still says what set the mode
+    assert mode.refresh().source.value == "node-file" and len(node.events) == told + 1
+
+    node.value = "acting"
+    assert remove_mode_file(str(mode_file))
+    assert mode.refresh().mode is RunMode.ACTING
+    assert [f["source"] for e, f in log.at("info") if e == "mode changed"] == ["node-file", "node-label"]
+    assert "mode_file" not in [f for e, f in log.at("info") if e == "mode changed"][-1]
+    assert node.events[-1][1] == MODE_CHANGED_REASON and "now acting" in node.events[-1][2]
+    assert gauge(metrics, "evictd_mode_source", source="node-label") == 1
+    races = [f["signal"] for e, f in log.at("warning") if e == "kubelet races evictd"]
+    assert sorted(races) == sorted([*RACING, *RACING]), "acting again: the races said again"
+
+
+def test_a_bad_mode_file_holds_dry_run_and_is_said_once(tmp_path: Path) -> None:
+    mode_file = tmp_path / "mode"
+    mode_file.write_text("acting\n")  # by hand: the file can never make evictd act
+    node = Node("acting")
+    mode, metrics, log = switch(node, configured_dry_run=False, mode_file=mode_file)
+    for _ in range(3):
+        assert mode.refresh().mode is RunMode.DRY_RUN
+    [fields] = [f for e, f in log.at("warning") if e.startswith("node-local mode file")]
+    assert fields == {"path": str(mode_file), "value": "acting", "problem": None, "accepted": "dry-run"}
+    [(event_type, _, message)] = [e for e in node.events if e[1] == FILE_INVALID_REASON]
+    assert event_type == "Warning"
+    assert message == (f"node-local mode file {mode_file} holds 'acting' (accepted: dry-run); evictd holds this node "
+                       "in dry-run until the file is corrected or removed (evictd mode clear)")
+    assert gauge(metrics, "evictd_mode_file_invalid") == 1
+    assert gauge(metrics, "evictd_mode_source", source="node-file") == 1
+
+    mode_file.unlink()
+    mode_file.mkdir()  # a folder in its place cannot be read: still dry-run, said with the problem
+    assert mode.refresh().mode is RunMode.DRY_RUN
+    bad = [f for e, f in log.at("warning") if e.startswith("node-local mode file")]
+    assert len(bad) == 2 and bad[-1]["problem"] == "is a directory" and bad[-1]["value"] is None
+    mode_file.rmdir()
+    write_mode_file(str(mode_file), "dry-run")
+    assert mode.refresh().mode is RunMode.DRY_RUN
+    assert gauge(metrics, "evictd_mode_file_invalid") == 0
+    assert len([e for e in node.events if e[1] == FILE_INVALID_REASON]) == 2

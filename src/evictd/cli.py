@@ -1,5 +1,5 @@
 """The `evictd` command line: `check-config`, `simulate`, `shadow-report`, `record export`, `replay` and `explain`
-(offline), and `run` (the daemon).
+(offline), `run` (the daemon) and `mode` (the node-local switch to dry-run that `run` reads).
 
 Exit status: 0 success; 2 bad configuration or scenario (one line on stderr naming the key and the value,
 never a traceback), or `run` finding the node or its stateDir still locked by another evictd (one line naming
@@ -219,6 +219,18 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (shadow, replay, explain, simulate):  # last in each
         _add_output_option(command)
 
+    mode = _command(commands, "mode", "hold this node's evictd in dry-run, without the API, or let it go",
+                    "Writes or removes the node-local mode file <stateDir>/mode, which `evictd run` reads before "
+                    "every cycle: while it is there evictd is in dry-run, whatever the Node's evictd.io/mode label "
+                    "and dryRun say (the rollback of a node cut off from the API). `clear` hands the mode back to the "
+                    "label and dryRun; `show` says what the file holds.",
+                    ["evictd mode dry-run", "evictd mode clear --config /etc/evictd/config.yaml",
+                     "evictd mode show --state-dir /var/lib/evictd"])
+    mode.add_argument("setting", metavar="SETTING", nargs="?", default="show",
+                      help="dry-run (hold this node in dry-run), clear (let go) or show (the default)")
+    _add_config_options(mode)
+    _add_state_dir_option(mode)
+
     completion = _command(commands, "completion", "print a shell completion script for evictd",
                           "Generated from this command line's own parser.",
                           ["evictd completion bash > /etc/bash_completion.d/evictd",
@@ -414,6 +426,13 @@ def _shadow_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _mode(args: argparse.Namespace) -> int:
+    from evictd.commands.mode import set_mode
+
+    set_mode(args.setting, _state_dir(args), print, lambda message: print(f"warning: {message}", file=sys.stderr))
+    return EXIT_OK
+
+
 def _completion(args: argparse.Namespace) -> int:
     from evictd.commands.parser_docs import completion_script
 
@@ -429,7 +448,8 @@ def _man(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"check-config": _check_config, "simulate": _simulate, "run": _run, "shadow-report": _shadow_report,
-            "record": _record, "replay": _replay, "explain": _explain, "completion": _completion, "man": _man}
+            "record": _record, "replay": _replay, "explain": _explain, "mode": _mode, "completion": _completion,
+            "man": _man}
 
 
 def _one_line(exc: EvictdError) -> str:

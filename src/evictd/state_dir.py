@@ -9,6 +9,7 @@
 | `critical-pods.json` | the UIDs of critical pods, for an API outage | `evictd.kube.critical_record` |
 | `shadow.jsonl` (`.1`: the rotated one) | dry-run comparisons with the kubelet | `evictd.kube.shadow` |
 | `recording/` | the flight recorder's segments | `evictd.record.recording` |
+| `mode` | the node-local mode file: `dry-run` holds the node in dry-run (`evictd mode`) | `evictd.adapters.mode_file` |
 
 Atomic files are written under a temporary prefix beside them (stale ones removed at start); an unusable file is
 renamed `<name>.corrupt-<UTC time>` (`.foreign-`: another node or format version).
@@ -32,6 +33,9 @@ SHADOW_FILE = "shadow.jsonl"
 # Appended to the shadow record's name when it is rotated (one older record kept).
 ROTATED_SUFFIX = ".1"
 RECORDING_FOLDER = "recording"
+# Written by an operator (`evictd mode`, or by hand), read by `evictd run` before every cycle.
+MODE_FILE = "mode"
+MODE_TEMPORARY_PREFIX = ".mode-"
 # A recording segment being compressed, inside the recording folder.
 RECORDING_TEMPORARY_PREFIX = "."
 # What an unusable file is renamed aside with (followed by the UTC time).
@@ -76,3 +80,7 @@ class StateDir:
     @property
     def recording(self) -> str:
         return os.path.join(self.path, RECORDING_FOLDER)
+
+    @property
+    def mode(self) -> str:
+        return os.path.join(self.path, MODE_FILE)

@@ -140,3 +140,22 @@ def test_image_reads_the_shipped_configmap_as_the_host_does(image: ImageBuild, i
                           text=True, timeout=60, check=True)
     assert json.loads(output) == json.loads(here.stdout)
     assert json.loads(output)["thresholds"], "the ConfigMap sets thresholds"
+
+
+def test_image_holds_a_node_in_dry_run_through_the_daemonsets_state_mount(image: ImageBuild, imported: Containerd,
+                                                                         pods: PodFactory, tmp_path: Path) -> None:
+    # `kubectl exec POD -- evictd mode dry-run` (or `crictl exec` with the API down): the image's evictd, with the
+    # ConfigMap at /etc/evictd and the host's stateDir where the DaemonSet mounts it, writes the file the host (and
+    # evictd run) reads there.
+    configmap = yaml.safe_load(CONFIGMAP.read_text(encoding="utf-8"))
+    config = tmp_path / "config.yaml"
+    config.write_text(configmap["data"]["config.yaml"], encoding="utf-8")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "evictd.lock").write_text("1\n")  # the running evictd's
+    mounts = [("/etc/evictd/config.yaml", str(config), True), ("/var/lib/evictd", str(state), False)]
+    code, output = run_in_image(imported, pods, image, "evictd-mode", ["mode", "dry-run", "--config",
+                                                                        "/etc/evictd/config.yaml"], mounts=mounts)
+    assert code == 0, output
+    assert output.startswith("/var/lib/evictd/mode: dry-run: "), output
+    assert (state / "mode").read_text(encoding="utf-8") == "dry-run\n"

@@ -188,9 +188,12 @@ class Metrics:
         self.mode = Gauge("evictd_mode", "1 for the mode evictd is in now (dry-run, acting, standby), 0 for the "
                           "others.", ["mode"], registry=r)
         self.mode_source = Gauge("evictd_mode_source", "1 for what set dry-run or acting (config, node-label, "
-                                 "command-line), 0 for the others.", ["source"], registry=r)
+                                 "node-file, command-line), 0 for the others.", ["source"], registry=r)
         self.mode_label_invalid = Gauge("evictd_mode_label_invalid", "1 while the Node's evictd.io/mode label has a "
                                         "value evictd does not accept (the configured dryRun holds).", registry=r)
+        self.mode_file_invalid = Gauge("evictd_mode_file_invalid", "1 while the node-local mode file (<stateDir>/mode) "
+                                       "holds something other than dry-run or cannot be read (evictd holds the node "
+                                       "in dry-run).", registry=r)
         self.handover_conflict = Gauge("evictd_handover_conflict", "1 per signal where the kubelet's threshold is at "
                                        "or above evictd's hard one while evictd acts (they race), else 0.",
                                        ["signal"], registry=r)
@@ -279,13 +282,15 @@ class Metrics:
         if any(problem.source in RUNTIME_SOURCES for problem in problems):
             self.errors.labels("runtime").inc()
 
-    def record_mode(self, mode: RunMode, source: ModeSource, label_invalid: bool) -> None:
-        """Export the mode of this cycle: 1 for `mode` and `source`, 0 for the others."""
+    def record_mode(self, mode: RunMode, source: ModeSource, label_invalid: bool, file_invalid: bool = False) -> None:
+        """Export the mode of this cycle: 1 for `mode` and `source`, 0 for the others; whether the label or the mode
+        file holds a value evictd does not accept."""
         for value in RunMode:
             self.mode.labels(str(value)).set(1 if value is mode else 0)
         for origin in ModeSource:
             self.mode_source.labels(str(origin)).set(1 if origin is source else 0)
         self.mode_label_invalid.set(1 if label_invalid else 0)
+        self.mode_file_invalid.set(1 if file_invalid else 0)
 
     def record_handover_conflicts(self, signals: Sequence[Signal], racing: frozenset[Signal]) -> None:
         """Export `evictd_handover_conflict`: 1 for each of `signals` in `racing`, 0 for the others."""

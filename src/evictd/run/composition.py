@@ -19,6 +19,7 @@ import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TextIO
 
 import structlog
@@ -26,6 +27,7 @@ import structlog
 from evictd.adapters.cgroup_kill import pod_process_killer
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
 from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
+from evictd.adapters.mode_file import read_mode_file
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_protection import read_node_cgroups
 from evictd.adapters.notifiers import Waiter
@@ -435,8 +437,12 @@ def build_daemon(
     basics = build_basics(config, log, metrics, never_acts=never_acts)
     # The pods the node shows (named by the runtime once it answers).
     discovered = DiscoveredPods(basics.cgroups, settings.pod_logs_dir, basics.runtime)
+    # The node-local mode file: read before every cycle, so that a node cut off from the API can still be held in
+    # dry-run (`evictd mode dry-run`).
+    mode_file = StateDir(settings.state_dir).mode
     mode = ModeSwitch(settings.dry_run, metrics=metrics, log=log, pinned=pinned_dry_run, api=api,
-                      racing=[v for v in handover.verdicts if v.signal in racing_signals(handover)])
+                      racing=[v for v in handover.verdicts if v.signal in racing_signals(handover)],
+                      local=partial(read_mode_file, mode_file), local_path=mode_file)
     cluster = (build_cluster(config, basics.node_name, basics.metrics, log, pinned_dry_run, discovered,
                              basics.runtime, basics.stop.is_set, basics.decision, reports_only=mode.reports_only)
                if api else None)

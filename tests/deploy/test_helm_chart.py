@@ -157,6 +157,9 @@ def test_config_checksum_is_the_configs_and_a_new_config_rolls_the_pods(default_
 @pytest.mark.parametrize(("values", "complaint"), [
     ({"replicas": 3}, "replicas"),
     ({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0}}}, "maxUnavailable"),
+    # A surge pod waits on the node lock the old pod holds, never becomes Ready: the roll would stall.
+    ({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 1}}},
+     "maxSurge"),
     ({"hostPaths": {"state": "var/lib/evictd"}}, "state"),
     ({"image": {"repository": "r", "pullPolicy": "Sometimes"}}, "pullPolicy"),
     ({"podMonitor": {"enabled": "yes"}}, "enabled"),

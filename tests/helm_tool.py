@@ -22,12 +22,14 @@ NAMESPACE = "evictd-system"
 RELEASE = "evictd"
 
 
-def helm(*args: str, check: bool = True, timeout_s: float = 120.0,
-         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the provisioned helm; with ``check``, fail the test with its output when it exits non-zero."""
+def helm(*args: str, check: bool = True, timeout_s: float = 120.0, env: dict[str, str] | None = None,
+         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the provisioned helm (in ``cwd``: a documented command's relative chart path); with ``check``, fail the
+    test with its output when it exits non-zero."""
     if not HELM.is_file():
         pytest.fail(f"helm not found at {HELM}: `make helm` (deploy/helm/provision-helm.sh) provisions it", pytrace=False)
-    done = subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
+    done = subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=timeout_s, check=False, env=env,
+                          cwd=cwd)
     if check and done.returncode != 0:
         pytest.fail(f"helm {' '.join(args)} exited {done.returncode}:\n{done.stderr}", pytrace=False)
     return done

@@ -111,7 +111,7 @@ def chart_release(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFa
     state_dir = cluster.base / "evictd-helm-state"
     state_dir.mkdir()
     values = {
-        "namespace": {"create": False},  # the harness's, as `--create-namespace` would leave it
+        "namespace": {"create": False},  # the harness made the namespace (the default: the chart renders none)
         "config": node_config(image.clone / "deploy" / "kubernetes", cluster),
         "hostPaths": {"kubelet": str(cluster.kubelet_root), "podLogs": str(cluster.pod_logs_dir),
                       "containerd": str(cluster.containerd.base), "state": str(state_dir)},

@@ -93,17 +93,32 @@ def test_helm_lint_strict_passes() -> None:
 
 
 def test_default_values_render_the_kustomize_base_object_by_object(default_render: list[dict[str, Any]]) -> None:
+    # All but the Namespace: the release's namespace is the operator's (`kubectl create namespace` and its Pod
+    # Security label before `helm install`), so `helm uninstall` never deletes a namespace it did not make.
     base = kustomize_base()
+    assert base.pop(("Namespace", "", NAMESPACE))["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] \
+        == "privileged"
     chart = by_key([without_chart_additions(obj) for obj in default_render])
     assert sorted(chart) == sorted(base)
     for name, obj in base.items():
         assert chart[name] == obj, name
 
 
+def test_namespace_create_renders_the_bases_namespace_labelled_privileged(tmp_path: Path) -> None:
+    # The opt-in for `helm template` into manifests applied by other means: the base's Namespace, as it is.
+    objects = render(values_file(tmp_path, {"namespace": {"create": True}}))
+    namespace = without_chart_additions(the(objects, "Namespace"))
+    assert namespace == kustomize_base()[("Namespace", "", NAMESPACE)]
+    assert {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}.items() \
+        <= namespace["metadata"]["labels"].items()
+
+
 def test_the_comparison_catches_a_drift(tmp_path: Path) -> None:
-    rolling = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 2}}
+    # A faster roll for a large fleet (docs/deployment.md, "How fast a change reaches the fleet").
+    rolling = {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%", "maxSurge": 0}}
     drifted = by_key([without_chart_additions(obj) for obj in render(values_file(tmp_path, {"updateStrategy": rolling}))])
     base = kustomize_base()
+    del base[("Namespace", "", NAMESPACE)]
     assert drifted != base
     base[("DaemonSet", NAMESPACE, "evictd")]["spec"]["updateStrategy"] = rolling
     assert drifted == base
@@ -142,6 +157,9 @@ def test_config_checksum_is_the_configs_and_a_new_config_rolls_the_pods(default_
 @pytest.mark.parametrize(("values", "complaint"), [
     ({"replicas": 3}, "replicas"),
     ({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0}}}, "maxUnavailable"),
+    # A surge pod waits on the node lock the old pod holds, never becomes Ready: the roll would stall.
+    ({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 1}}},
+     "maxSurge"),
     ({"hostPaths": {"state": "var/lib/evictd"}}, "state"),
     ({"image": {"repository": "r", "pullPolicy": "Sometimes"}}, "pullPolicy"),
     ({"podMonitor": {"enabled": "yes"}}, "enabled"),
@@ -153,7 +171,8 @@ def test_values_schema_refuses(values: dict[str, Any], complaint: str, tmp_path:
 
 
 def test_release_namespace_replaces_evictd_system_everywhere(tmp_path: Path) -> None:
-    objects = render(values_file(tmp_path, {"podMonitor": {"enabled": True}}), namespace="node-agents")
+    objects = render(values_file(tmp_path, {"podMonitor": {"enabled": True}, "namespace": {"create": True}}),
+                     namespace="node-agents")
     assert "evictd-system" not in yaml.safe_dump_all(objects)
     assert the(objects, "Namespace")["metadata"]["name"] == "node-agents"
     assert {obj["metadata"].get("namespace", "node-agents") for obj in objects} == {"node-agents"}
@@ -165,7 +184,7 @@ def test_release_namespace_replaces_evictd_system_everywhere(tmp_path: Path) -> 
 
 def test_values_change_what_they_say(tmp_path: Path, default_render: list[dict[str, Any]]) -> None:
     values = {
-        "namespace": {"create": False},
+        "namespace": {"create": True},
         "image": {"repository": "registry.example/evictd", "tag": "0.2.0-rc.1", "pullPolicy": "Always"},
         "imagePullSecrets": [{"name": "pull"}],
         "resources": {"requests": {"cpu": "20m", "memory": "80Mi"}, "limits": {"memory": "160Mi"}},
@@ -183,8 +202,9 @@ def test_values_change_what_they_say(tmp_path: Path, default_render: list[dict[s
     objects = render(values_file(tmp_path, values))
     kinds = sorted(obj["kind"] for obj in objects)
     default_kinds = sorted(obj["kind"] for obj in default_render)
-    assert kinds == sorted([k for k in default_kinds if k not in ("Namespace", "NetworkPolicy")]
-                           + ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Secret"])
+    assert "Namespace" not in default_kinds
+    assert kinds == sorted([k for k in default_kinds if k != "NetworkPolicy"]
+                           + ["Namespace", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Secret"])
     assert [o["metadata"]["namespace"] for o in objects if o["metadata"]["name"] == "extra"] == [NAMESPACE]
     assert [o["metadata"]["name"] for o in objects if o["kind"] == "Secret"] == [f"extra-{__version__}"]
     spec, default_spec = pod_spec(objects), copy.deepcopy(pod_spec(default_render))

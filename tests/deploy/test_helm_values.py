@@ -26,10 +26,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from evictd.config import STALL_SETTINGS, EvictdSettings
+from evictd.config import STALL_SETTINGS, EvictdSettings, load_configuration
 from evictd.core.duration import parse_go_duration
+from evictd.core.engine import EngineConfig
 from evictd.core.errors import ConfigError
-from evictd.core.kubelet_config import KUBELET_FIELDS
+from evictd.core.handover import GUARDED_BY_DEFAULT, Evicts, Handover, Mode, judge_handover, racing_signals
+from evictd.core.kubelet_config import DEFAULT_EVICTION_HARD, KUBELET_API_VERSION, KUBELET_FIELDS, KUBELET_KIND
 from evictd.core.signals import EVICTD_SIGNALS, Signal
 from evictd.core.thresholds import parse_stall_thresholds, parse_threshold_config
 from helm_tool import CHART, NAMESPACE, RELEASE, helm, render, values_file
@@ -199,6 +201,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "thresholds.yaml": {"dryRun": {"evictd": False}},
     "cgroup-driver.yaml": {"dryRun": {"evictd": True, "evictd-cgroupfs": True}},
     "kubelet-files.yaml": {"dryRun": {"evictd": True}},
+    "above-stock-kubelet.yaml": {"dryRun": {"evictd": True}},
 }
 
 
@@ -278,6 +281,56 @@ def test_thresholds_example_merges_key_by_key(tmp_path: Path) -> None:
     assert report[("memory.available", False)]["minReclaim"] == {"quantity": "256Mi"}
     assert ("pid.available", True) not in report and ("nodefs.available", False) not in report
     assert ("nodefs.inodesFree", True) in report  # untouched keys stay
+
+
+def handover_beside_a_stock_kubelet(text: str, folder: Path) -> Handover:
+    """The project's own hand-over verdict for the config.yaml `text`, acting, beside a kubelet of stock defaults
+    (a KubeletConfiguration that sets nothing: evictionHard is the kubelet's DEFAULT_EVICTION_HARD)."""
+    path = folder / "judged.yaml"
+    path.write_text(text, encoding="utf-8")
+    evictd = EngineConfig.from_settings(load_configuration([str(path)]).eviction).thresholds
+    stock = load_configuration([]).eviction
+    assert dict(stock.hard) == dict(DEFAULT_EVICTION_HARD)
+    return judge_handover(evictd, stock.thresholds(), evictd_dry_run=False)
+
+
+def test_above_stock_kubelet_puts_every_hard_threshold_above_the_kubelets_defaults(tmp_path: Path) -> None:
+    objects = render(EXAMPLES / "above-stock-kubelet.yaml")
+    text = config_maps(objects)["evictd-config"]
+    kubelet, settings = documents(text)
+    shipped_kubelet, shipped_settings = documents(shipped_text())
+    # Only evictionHard moves, and only where the shipped configuration ties the kubelet's default or has none.
+    assert {k: v for k, v in kubelet.items() if k != "evictionHard"} == \
+        {k: v for k, v in shipped_kubelet.items() if k != "evictionHard"}
+    assert settings == shipped_settings
+    moved = {k: v for k, v in kubelet["evictionHard"].items() if shipped_kubelet["evictionHard"].get(k) != v}
+    assert sorted(moved) == ["imagefs.available", "imagefs.inodesFree", "nodefs.available", "nodefs.inodesFree"]
+
+    handover = handover_beside_a_stock_kubelet(text, tmp_path)
+    verdicts = {v.signal: v for v in handover.verdicts}
+    for signal in GUARDED_BY_DEFAULT:
+        assert verdicts[signal].evicts is Evicts.EVICTD_FIRST, (signal, verdicts[signal].detail)
+    assert handover.mode is Mode.BACKSTOP
+    assert racing_signals(handover) == frozenset() and handover.problems == ()
+    # The same verdict from `evictd check-config`, given a stock kubelet's file.
+    stock_file = tmp_path / "kubelet.yaml"
+    stock_file.write_text(f"apiVersion: {KUBELET_API_VERSION}\nkind: {KUBELET_KIND}\n", encoding="utf-8")
+    done = evictd_cli("check-config", "--config", str(tmp_path / "judged.yaml"), "--kubelet-config",
+                      str(stock_file), "--config-only", "--output", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["handover"]["mode"] == Mode.BACKSTOP.value
+
+
+def test_the_shipped_thresholds_race_a_stock_kubelet_which_is_why_the_preset_exists(tmp_path: Path) -> None:
+    # The shipped configuration ties the kubelet's defaults on purpose (the shadow comparison of step 1 compares
+    # like with like): acting as shipped beside a stock kubelet, both evict at once on three signals, and the
+    # kubelet alone guards imagefs.inodesFree.
+    handover = handover_beside_a_stock_kubelet(shipped_text(), tmp_path)
+    assert racing_signals(handover) == {Signal.NODEFS_AVAILABLE, Signal.NODEFS_INODES_FREE, Signal.IMAGEFS_AVAILABLE}
+    verdicts = {v.signal: v.evicts for v in handover.verdicts}
+    assert verdicts[Signal.MEMORY_AVAILABLE] is Evicts.EVICTD_FIRST
+    assert verdicts[Signal.IMAGEFS_INODES_FREE] is Evicts.KUBELET
+    assert handover.mode is Mode.OVERLAP
 
 
 def test_cgroup_driver_example_gives_each_pool_its_driver() -> None:

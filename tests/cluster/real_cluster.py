@@ -112,9 +112,10 @@ REQUIRED_BINARIES = ("kube-apiserver", "kubelet", "kube-controller-manager", "ku
 # The controllers the workload tests need (a Job's podFailurePolicy, a ReplicaSet's replacement pod), the
 # DaemonSet's, and the garbage collector, which deletes a deleted DaemonSet's pods
 # (tests/cluster/test_daemonset_real.py), and the disruption controller, which computes PodDisruptionBudgets
-# status for the Eviction API (tests/cluster/test_soft_evictions_real.py); no node lifecycle controller (its taints would mix with evictd's), no
+# status for the Eviction API (tests/cluster/test_soft_evictions_real.py), and the namespace controller, which
+# empties and removes a deleted namespace (tests/cluster/test_documented_install_real.py); no node lifecycle controller (its taints would mix with evictd's), no
 # pod GC, no service-account tokens.
-CONTROLLERS = "job,replicaset,daemonset,garbagecollector,disruption"
+CONTROLLERS = "job,replicaset,daemonset,garbagecollector,disruption,namespace"
 ETCD_CACHE = Path("/var/tmp/evictd-k8s-cache")
 ETCD_PACKAGE = "etcd-server"
 
@@ -988,6 +989,13 @@ class RealCluster:
         assert namespaces is not None
         wait_for(lambda: namespace in namespaces.done, NAMESPACE_OBJECTS_TIMEOUT_S,
                  f"the default ServiceAccount and CA ConfigMaps in {namespace} (errors: {namespaces.errors[-3:]})")
+
+    def forget_namespace(self, namespace: str) -> None:
+        """Let the namespace objects thread make ``namespace``'s ServiceAccount and CA ConfigMaps again when it is
+        created again (after a test deleted it)."""
+        namespaces = self._namespaces if self.control_plane is None else self.control_plane._namespaces
+        assert namespaces is not None
+        namespaces.done.discard(namespace)
 
     def ensure_namespace(self, namespace: str) -> None:
         """Create ``namespace`` if needed and wait for its ``default`` ServiceAccount and CA ConfigMaps."""

@@ -7,19 +7,23 @@ BIN    := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi qemu-node helm release release-build clean
+.PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi qemu-node helm release release-build push clean
 
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
 # openssl for the test API server's certificates, Prometheus and promtool for the alert rules, the dashboard
 # and the metrics (deploy/monitoring), Debian's Python for the systemd unit's /opt/evictd (tests/uml: the unit's
 # ProtectHome=yes hides a pyenv under /root), groff and man to render `evictd man`, tmux as the terminal the
-# live view is tested in, zsh for `evictd completion zsh`; with IMAGE_DEPS, buildah and mmdebstrap for the image
-# test (tests/deploy/test_image.py).
+# live view is tested in, zsh for `evictd completion zsh`, Debian's docker-registry (distribution 2.8) as the registry
+# a release is pushed to and pulled from (tests/deploy/test_registry_release.py runs its binary on 127.0.0.1; on a
+# machine booted with systemd the package also enables and starts its own service, on :5000, which no test uses:
+# `systemctl disable --now docker-registry` stops it); with IMAGE_DEPS, buildah and mmdebstrap for the image test
+# (tests/deploy/test_image.py), and with PUSH_DEPS skopeo for `make push`.
 # Installed only when missing (CI machines start empty).
 SYSTEM_DEPS := containerd:containerd runc:runc busybox:busybox-static ctr:containerd \
 	systemd-analyze:systemd mkfs.ext4:e2fsprogs losetup:mount openssl:openssl \
-	prometheus:prometheus promtool:prometheus perf:linux-perf /usr/bin/python3:python3 groff:groff-base man:man-db tmux:tmux zsh:zsh
+	prometheus:prometheus promtool:prometheus perf:linux-perf /usr/bin/python3:python3 groff:groff-base man:man-db tmux:tmux zsh:zsh \
+	docker-registry:docker-registry
 # apt-get that waits up to 10 minutes for another apt or dpkg holding the lock (tests/apt-get-wait.sh).
 APT_GET := tests/apt-get-wait.sh
 # $(call install-missing,PAIRS): apt-get install the packages of the PAIRS whose binary is not on PATH.
@@ -30,7 +34,7 @@ install-missing = missing=""; for pair in $(1); do bin=$${pair%%:*}; pkg=$${pair
 		$(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq $$missing >/dev/null; \
 	fi
 system-deps:
-	@$(call install-missing,$(SYSTEM_DEPS) $(IMAGE_DEPS))
+	@$(call install-missing,$(SYSTEM_DEPS) $(IMAGE_DEPS) $(PUSH_DEPS))
 
 # The image (deploy/Containerfile) with buildah, on the registry's base when one answers, else on a Debian
 # base made by mmdebstrap from this machine's apt sources; written as an OCI archive for
@@ -69,6 +73,17 @@ release-build: $(STAMP) helm
 	$(HELM) package deploy/helm/evictd --destination $(DIST) --version $(RELEASE_NAME) --app-version $(RELEASE_NAME)
 	IMAGE=ghcr.io/evictd/evictd:$(RELEASE_NAME) IMAGE_ARCHIVE=$(DIST)/evictd-image-$(RELEASE_NAME).oci.tar $(MAKE) image
 	@ls -l $(DIST)
+
+# Pushes what `make release` built into dist/ (SNAPSHOT=1: what `make release SNAPSHOT=1` built into dist/snapshot/)
+# to the registry REGISTRY (host[:port][/path], e.g. registry.example.com/yourorg): the image's OCI archive to
+# REGISTRY/evictd/evictd:<name> with skopeo (digests kept), the chart package to oci://REGISTRY/evictd/charts with
+# `helm push` (the chart is then oci://REGISTRY/evictd/charts/evictd, version <name>). PLAIN_HTTP=1 for a registry
+# without TLS (one on 127.0.0.1). Credentials are skopeo's and helm's own (`skopeo login`, `helm registry login`).
+# deploy/push-release.sh does it; docs/upgrading.md, "Build and push to your own registry".
+PUSH_DEPS := skopeo:skopeo
+push: helm
+	@$(call install-missing,$(PUSH_DEPS))
+	@HELM=$(HELM) PLAIN_HTTP=$(PLAIN_HTTP) deploy/push-release.sh dist$(if $(filter 1,$(SNAPSHOT)),/snapshot) "$(REGISTRY)"
 
 # A user-mode Linux kernel that boots on this machine, in /var/tmp/evictd-uml (tests/uml/provision-uml.sh).
 uml-kernel: system-deps

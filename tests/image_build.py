@@ -1,18 +1,27 @@
-"""The evictd image as a user builds it: `make image` in a fresh clone of this repository's HEAD.
+"""The evictd image as a user builds it: `make image`, or `make release SNAPSHOT=1`, in a fresh clone of HEAD.
 
 Job: clone the commit under test into a folder of its own, run `make image` there (buildah, the Debian base
 where no registry answers; deploy/build-image.sh) and hand back the OCI archive, its image reference and the
-build's own summary. Used by tests/deploy/test_image.py and by the real-cluster DaemonSet tests; a build that
-fails is a test failure carrying the end of its output.
+build's own summary (`build_from_fresh_clone`: the real-cluster DaemonSet and chart tests, whose manifests name the
+version's tag). `shared_snapshot_release` runs `make release SNAPSHOT=1` there instead (the wheel, the sdist, the
+chart package and the image, in dist/snapshot/), once per test session whichever module and pytest-xdist worker asks
+first: tests/deploy/test_image.py runs its image, tests/deploy/test_registry_release.py pushes it and its chart, and
+`make test` builds the image once. A build that fails is a test failure carrying the end of its output.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import subprocess
+import sys
+import sysconfig
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import pytest
 
 from evictd import __version__
 
@@ -62,3 +71,85 @@ def build_from_fresh_clone(workdir: Path) -> ImageBuild:
     if not archive.is_file():
         raise ImageBuildError(f"make image succeeded but wrote no {archive}:\n{summary[-OUTPUT_TAIL_CHARS:]}")
     return ImageBuild(archive=archive, clone=clone, reference=IMAGE_REFERENCE, commit=commit, seconds=seconds, summary=summary)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRelease:
+    """What `make release SNAPSHOT=1` left in a clone's dist/snapshot/: the release's name
+    (<version>-snapshot.g<shortsha>), its chart package and its image (the archive and the reference it carries)."""
+
+    name: str
+    dist: Path
+    chart: Path
+    image: ImageBuild
+
+
+def _untag(reference: str) -> None:
+    # The release leaves its image tagged in buildah's store; a snapshot's tag is new with every commit, so the
+    # tests' builds would pile up there. The archive is what the tests use.
+    subprocess.run(["buildah", "rmi", reference], capture_output=True, timeout=120.0, check=False)
+
+
+def build_snapshot_release(workdir: Path) -> SnapshotRelease:
+    """Clone HEAD into ``workdir``/evictd and run `make release SNAPSHOT=1` there; return what it built.
+
+    The clone's .venv is this one's packages (a .pth onto its site-packages, the Makefile's stamps touched), so the
+    build installs nothing from PyPI into a venv of its own; everything else is the Makefile's, unchanged.
+    """
+    clone = workdir / "evictd"
+    _run(["git", "clone", "--quiet", str(REPO), str(clone)], cwd=workdir, timeout_s=120.0)
+    commit = _run(["git", "rev-parse", "HEAD"], cwd=clone, timeout_s=30.0).strip()
+    venv = clone / ".venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=workdir, timeout_s=60.0)
+    site = _run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                cwd=workdir, timeout_s=30.0).strip()
+    (Path(site) / "zz-evictd-test-venv.pth").write_text(sysconfig.get_path("purelib") + "\n", encoding="utf-8")
+    for stamp in (".installed-run", ".installed"):  # in the Makefile's order: each newer than what it needs
+        (venv / stamp).touch()
+    env = {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "PYTHONHOME")}
+    started = time.monotonic()
+    summary = _run(["make", "release", "SNAPSHOT=1"], cwd=clone, timeout_s=BUILD_TIMEOUT_S, env=env)
+    seconds = time.monotonic() - started
+    dist = clone / "dist" / "snapshot"
+    charts = sorted(dist.glob("evictd-*.tgz"))
+    archives = sorted(dist.glob("evictd-image-*.oci.tar"))
+    if len(charts) != 1 or len(archives) != 1:
+        raise ImageBuildError(f"make release SNAPSHOT=1 left {charts} and {archives} in {dist}:\n"
+                              f"{summary[-OUTPUT_TAIL_CHARS:]}")
+    name = charts[0].name.removeprefix("evictd-").removesuffix(".tgz")
+    reference = f"ghcr.io/evictd/evictd:{name}"
+    _untag(reference)
+    image = ImageBuild(archive=archives[0], clone=clone, reference=reference, commit=commit, seconds=seconds,
+                       summary=summary)
+    return SnapshotRelease(name=name, dist=dist, chart=charts[0], image=image)
+
+
+def _session_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Under pytest-xdist each worker's base folder is popen-gwN inside the session's own: the parent is shared.
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def shared_snapshot_release(tmp_path_factory: pytest.TempPathFactory) -> SnapshotRelease:
+    """`make release SNAPSHOT=1` once per test session: the first caller builds, holding a lock in the session's
+    folder; later callers (other modules, other workers) wait on the lock and get the same build, or its failure."""
+    folder = _session_folder(tmp_path_factory) / "snapshot-release"
+    with (folder.parent / "snapshot-release.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        built, failed = folder / "built.json", folder / "failed.txt"
+        if built.is_file():
+            fields = json.loads(built.read_text(encoding="utf-8"))
+            image = ImageBuild(**{**fields["image"], "archive": Path(fields["image"]["archive"]),
+                                  "clone": Path(fields["image"]["clone"])})
+            return SnapshotRelease(name=fields["name"], dist=Path(fields["dist"]), chart=Path(fields["chart"]),
+                                   image=image)
+        if failed.is_file():
+            raise ImageBuildError(f"this session's make release SNAPSHOT=1 failed: {failed.read_text(encoding='utf-8')}")
+        folder.mkdir(exist_ok=True)
+        try:
+            release = build_snapshot_release(folder)
+        except (ImageBuildError, subprocess.TimeoutExpired) as exc:
+            failed.write_text(str(exc), encoding="utf-8")
+            raise
+        built.write_text(json.dumps(asdict(release), default=str), encoding="utf-8")
+        return release

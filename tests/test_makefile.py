@@ -58,3 +58,11 @@ def test_make_test_cluster_names_the_commit_it_passed_on_only_after_the_tier_pas
     named = subprocess.run([str(REPO / "tests/cluster/record-pass.sh")], capture_output=True, text=True, check=True)
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
     assert named.stdout.strip() in (head.stdout.strip(), head.stdout.strip() + "+changes")
+
+
+def test_make_push_pushes_the_release_or_the_snapshot_to_the_registry_named(tmp_path: Path) -> None:
+    helm = "/var/tmp/evictd-helm-cache/bin/helm"
+    assert dry_run(tmp_path, "push", "REGISTRY=registry.example.com/org")[-1] == \
+        f'HELM={helm} PLAIN_HTTP= deploy/push-release.sh dist "registry.example.com/org"'
+    assert dry_run(tmp_path, "push", "REGISTRY=127.0.0.1:5000", "SNAPSHOT=1", "PLAIN_HTTP=1")[-1] == \
+        f'HELM={helm} PLAIN_HTTP=1 deploy/push-release.sh dist/snapshot "127.0.0.1:5000"'

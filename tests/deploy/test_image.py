@@ -1,10 +1,12 @@
 """The evictd image, built here as a user builds it and run by a real containerd.
 
-`make image` (deploy/build-image.sh) in a fresh clone of HEAD: buildah, on the Debian base mmdebstrap makes
-where no registry answers (this machine), into an OCI archive; the archive imported into the private
-containerd of the CRI tests with `ctr images import`, and evictd run from it as a container. Needs PyPI and a
-Debian mirror, buildah and mmdebstrap (`make system-deps` installs them); about 1 minute with the Debian base
-already built, 2 without (a 2-core VM). The DaemonSet itself runs the same image in tests/cluster.
+`make release SNAPSHOT=1` in a fresh clone of HEAD (tests/image_build.py, the session's one build, which
+tests/deploy/test_registry_release.py pushes to a registry): its `make image` (deploy/build-image.sh) builds with
+buildah, on the Debian base mmdebstrap makes where no registry answers (this machine), into an OCI archive; the
+archive imported into the private containerd of the CRI tests with `ctr images import`, and evictd run from it as
+a container. Needs PyPI and a Debian mirror, buildah and mmdebstrap (`make system-deps` installs them); about 1
+minute with the Debian base already built, 2 without (a 2-core VM; 4 beside other work). The DaemonSet itself runs
+the same image in tests/cluster.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from harness_cri import ContainerSpec
 
 from evictd import __version__
 from evictd.core.runtime import ContainerState
-from image_build import REPO, ImageBuild, build_from_fresh_clone
+from image_build import REPO, ImageBuild, shared_snapshot_release
 
 CONFIGMAP = REPO / "deploy" / "kubernetes" / "configmap.yaml"
 DAEMONSET = REPO / "deploy" / "kubernetes" / "daemonset.yaml"
@@ -42,7 +44,7 @@ def buildah() -> str:
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory: pytest.TempPathFactory) -> ImageBuild:
-    built = build_from_fresh_clone(tmp_path_factory.mktemp("image"))
+    built = shared_snapshot_release(tmp_path_factory).image
     print(f"\n{built.summary}commit {built.commit[:12]}, {built.seconds:.0f} s")
     return built
 

@@ -234,3 +234,33 @@ def test_a_snapshot_is_named_after_the_commit_from_any_checkout(clone: Path) -> 
     assert (done.returncode, done.stdout, done.stderr) == (0, f"{__version__}-snapshot.g{head}\n", "")
     (clone / "README.md").write_text("changed\n", encoding="utf-8")
     assert release_check(clone, "--snapshot").stdout == f"{__version__}-snapshot.g{head}.dirty\n"
+
+
+# `make push REGISTRY=... [SNAPSHOT=1] [PLAIN_HTTP=1]` (deploy/push-release.sh) pushes what `make release` left in
+# dist/ or dist/snapshot/; tests/deploy/test_registry_release.py pushes a real snapshot to a real registry. Here:
+# what it refuses, in one line, before pushing anything.
+PUSH_RELEASE = REPO / "deploy" / "push-release.sh"
+
+
+def push_refusal(dist: Path, registry: str) -> str:
+    done = subprocess.run([str(PUSH_RELEASE), str(dist), registry], capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert (done.returncode, done.stdout) == (1, ""), done
+    [line] = done.stderr.splitlines()
+    assert line.startswith("make push: ")
+    return line
+
+
+def test_push_refuses_without_one_build_in_dist_or_without_a_registry(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    snapshot = dist / "snapshot"
+    snapshot.mkdir(parents=True)
+    assert f"{dist} holds 0 chart packages and 0 image archives, not one of each: make release first" \
+        in push_refusal(dist, "registry.example.com/org")
+    assert "make release SNAPSHOT=1 first" in push_refusal(snapshot, "registry.example.com/org")
+    (snapshot / "evictd-0.1.0-snapshot.g1111111.tgz").touch()
+    (snapshot / "evictd-image-0.1.0-snapshot.g2222222.oci.tar").touch()
+    assert "the chart (0.1.0-snapshot.g1111111) and the image (0.1.0-snapshot.g2222222) in" \
+        in push_refusal(snapshot, "registry.example.com/org")
+    assert "no REGISTRY: make push REGISTRY=" in push_refusal(snapshot, "")
+    assert "without a scheme" in push_refusal(snapshot, "https://registry.example.com")

@@ -29,6 +29,10 @@ Fixtures (function-scoped, so every test starts from an empty filesystem):
 (``node_lock_of_the_session``), so that test sessions run side by side on one machine never wait for each other
 on /run/evictd/node.lock; tests/daemon's ``EvictdProcess`` gives each process its own unless told.
 
+The hand-over report looks for the running kubelet under ``EVICTD_PROC`` (/proc by default): the session sets it to
+an empty folder of its own (``no_kubelet_of_the_host``), so that a kubelet running on the test machine (the
+real-cluster tier's, say) never changes what a test reads; the tests of that lookup name their own folder.
+
 Hypothesis runs without a per-example deadline (the ``evictd`` profile).
 
 Mounting needs root; when it fails the fixture errors (the test fails, it is never skipped). Everything
@@ -72,6 +76,18 @@ def node_lock_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterat
         os.environ.pop("EVICTD_NODE_LOCK", None)
     else:
         os.environ["EVICTD_NODE_LOCK"] = before
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_kubelet_of_the_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every evictd of the session looks for the running kubelet in an empty folder (see above)."""
+    before = os.environ.get("EVICTD_PROC")
+    os.environ["EVICTD_PROC"] = str(tmp_path_factory.mktemp("no-kubelet-proc"))
+    yield
+    if before is None:
+        os.environ.pop("EVICTD_PROC", None)
+    else:
+        os.environ["EVICTD_PROC"] = before
 
 
 def _run(*argv: str) -> str:

@@ -3,7 +3,8 @@
 
 Exit status: 0 success; 2 bad configuration or scenario (one line on stderr naming the key and the value,
 never a traceback), or `run` finding the node or its stateDir still locked by another evictd (one line naming
-the holder's PID and the lock file) or a lock file that is not a regular file; 1 any other failure. The
+the holder's PID and the lock file) or a lock file that is not a regular file; 1 `check-config --strict` judging a
+hand-over that is not a backstop, or any other failure. The
 offline commands import neither the kubernetes client nor grpc, so they start fast; with `--output json` stdout
 carries only the JSON document.
 """
@@ -32,6 +33,8 @@ from evictd.core.kubelet_config import FLAG_NAMES
 from evictd.core.quantity import ERR_FORMAT_WRONG
 
 if TYPE_CHECKING:  # the offline commands import what they need when they run
+    from evictd.config import Configuration
+    from evictd.kubelet_file import KubeletFile
     from evictd.record.recording import Record, Recording
 
 EXIT_OK = 0
@@ -81,11 +84,20 @@ def _add_config_options(parser: argparse.ArgumentParser, *, kubelet_flags: bool 
 
 def _add_kubelet_config_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubelet-config", metavar="PATH",
-                        help="the node's kubelet configuration file, to say who evicts on each signal (default: "
-                        "<kubeletRootDir>/config.yaml when it exists; '' for none)")
+                        help="the node's kubelet configuration file, or its /configz answer, to say who evicts on "
+                        "each signal (default: the running kubelet's --config, else the first of kubeadm's, EKS's "
+                        "and GKE's places that holds one; '' for none)")
     parser.add_argument("--kubelet-config-dir", metavar="DIR",
                         help="the kubelet's --config-dir: its drop-ins merged onto --kubelet-config, as the kubelet "
-                        "merges them (default: none)")
+                        "merges them (default: the running kubelet's --config-dir)")
+    line = parser.add_mutually_exclusive_group()
+    line.add_argument("--kubelet-flags", dest="kubelet_command_line", metavar="ARGS",
+                      help="the kubelet's command line (its flags, quoted as one argument): its --config and "
+                      "--config-dir say where its files are, its eviction flags apply last (default: the running "
+                      "kubelet's; '' for none)")
+    line.add_argument("--kubelet-cmdline-from-pid", type=int, metavar="PID",
+                      help="read the kubelet's command line from /proc/PID/cmdline (default: the process named "
+                      "kubelet)")
 
 
 def _add_output_option(parser: argparse.ArgumentParser) -> None:
@@ -130,12 +142,16 @@ def build_parser() -> argparse.ArgumentParser:
                       "evictd check-config --strict -o json --config /var/lib/kubelet/config.yaml",
                       "evictd check-config --config-only --config kubelet.yaml",
                       "evictd check-config --config /etc/evictd/config.yaml --kubelet-config /var/lib/kubelet/"
-                      "config.yaml"])
+                      "config.yaml",
+                      "evictd check-config --strict --config /etc/evictd/config.yaml --kubelet-config configz.json",
+                      "evictd check-config --config /etc/evictd/config.yaml --kubelet-flags "
+                      "\"--eviction-hard='memory.available<100Mi'\""])
     _add_config_options(check, kubelet_flags=True)
     _add_kubelet_config_option(check)
     check.add_argument("--strict", action="store_true",
                        help="an unknown or duplicate KubeletConfiguration key is an error (exit 2), as in the "
-                       "kubelet's strict decoding")
+                       "kubelet's strict decoding; a hand-over that is not a backstop (a race with the kubelet, "
+                       "or no eviction at all) fails (exit 1)")
     check.add_argument("--dedicated-imagefs", action="store_true",
                        help="derive containerfs thresholds for a dedicated image filesystem")
     check.add_argument("--split-containerfs", action="store_true",
@@ -251,15 +267,21 @@ def _state_dir(args: argparse.Namespace) -> str:
     return load_configuration(args.config, _flags(args), config_dir=args.config_dir).evictd.state_dir
 
 
+def _kubelet(args: argparse.Namespace, configuration: Configuration) -> KubeletFile:
+    """The node's kubelet configuration as the --kubelet-* options say where to find it (`evictd.kubelet_file`)."""
+    from evictd.kubelet_file import find_kubelet_file
+
+    return find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir, args.kubelet_config_dir,
+                             flags=args.kubelet_command_line, pid=args.kubelet_cmdline_from_pid)
+
+
 def _check_config(args: argparse.Namespace) -> int:
     from evictd.commands.check_config import check_config
-    from evictd.kubelet_file import find_kubelet_file
 
     configuration = load_configuration(args.config, _flags(args), strict=args.strict, config_dir=args.config_dir)
     layout = FsLayout(dedicated_imagefs=args.dedicated_imagefs, split_containerfs=args.split_containerfs)
-    kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir,
-                                    args.kubelet_config_dir)
-    return check_config(configuration, layout, kubelet, read_cgroups=not args.config_only, output=args.output)
+    return check_config(configuration, layout, _kubelet(args, configuration), read_cgroups=not args.config_only,
+                        output=args.output, strict=args.strict)
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -394,7 +416,6 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from evictd.kubelet_file import find_kubelet_file
     from evictd.run.composition import build_daemon, check_settings
     from evictd.run.daemon import serve
 
@@ -406,7 +427,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.cycles < 0:
         raise ConfigError("must not be negative", key="--cycles", value=args.cycles)
     check_settings(configuration)
-    kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir, args.kubelet_config_dir)
+    kubelet = _kubelet(args, configuration)
     return serve(build_daemon(configuration, max_cycles=args.cycles, kubelet=kubelet, pinned_dry_run=args.dry_run))
 
 
@@ -416,12 +437,9 @@ def _shadow_report(args: argparse.Namespace) -> int:
     report = summary(read_comparisons(_state_dir(args)))
     if args.config or args.config_dir:  # evictd's thresholds known: who would evict once it acts, beside the kubelet
         from evictd.commands.shadow_report import with_handover
-        from evictd.kubelet_file import find_kubelet_file
 
         configuration = load_configuration(args.config, config_dir=args.config_dir)
-        kubelet = find_kubelet_file(args.kubelet_config, configuration.evictd.kubelet_root_dir,
-                                    args.kubelet_config_dir)
-        report = with_handover(report, configuration.eviction.thresholds(), kubelet)
+        report = with_handover(report, configuration.eviction.thresholds(), _kubelet(args, configuration))
     print(json.dumps(report, indent=2) if args.output == "json" else summary_text(report))
     return EXIT_OK
 
@@ -468,12 +486,32 @@ def _accepted(exc: EvictdError) -> str:
     return QUANTITY_ACCEPTED if isinstance(exc, QuantityError) and exc.reason == ERR_FORMAT_WRONG else ""
 
 
+# Options whose value is itself a command line (`--kubelet-flags --eviction-hard=...`): argparse would read the value
+# as an option of its own, so the value is joined to the option first (`--kubelet-flags=--eviction-hard=...`).
+COMMAND_LINE_OPTIONS = ("--kubelet-flags",)
+
+
+def _command_lines_joined(argv: Sequence[str]) -> list[str]:
+    joined: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word in COMMAND_LINE_OPTIONS:
+            value = next(words, None)
+            joined.append(word if value is None else f"{word}={value}")
+        else:
+            joined.append(word)
+            if word == "--":
+                joined.extend(words)
+    return joined
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    if not (sys.argv[1:] if argv is None else argv):  # bare `evictd`: the usage line and the commands
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # bare `evictd`: the usage line and the commands
         from evictd.commands.parser_docs import bare_usage
         sys.stderr.write(bare_usage(build_parser()))
         return EXIT_CONFIG
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_command_lines_joined(argv))
     try:
         status = COMMANDS[args.command](args)
         sys.stdout.flush()  # here, where a closed pipe is handled, not at the interpreter's exit

@@ -2,7 +2,8 @@
 
 A configuration file is a YAML stream of `kubelet.config.k8s.io/v1beta1` `KubeletConfiguration` documents (read as
 the kubelet reads them for eviction, `evictd.core.kubelet_config`; other fields ignored, an unknown key a warning or
-with strict an error) and `evictd.io/v1alpha1` `EvictdConfiguration` ones (`EvictdSettings`, strictly checked). Files
+with strict an error; a kubelet's /configz answer reads as the KubeletConfiguration it resolves to,
+`evictd.core.configz`) and `evictd.io/v1alpha1` `EvictdConfiguration` ones (`EvictdSettings`, strictly checked). Files
 apply in order, a top-level field replacing the same field of earlier documents of its kind; `--config-dir` drop-ins
 merge as the kubelet's (`evictd.core.dropin`), then the kubelet eviction flags apply. Every problem is a
 ConfigError naming the file, key and value.
@@ -18,6 +19,7 @@ from typing import Any
 
 from evictd.config_files import STDIN_PATHS, dropin_files, read_documents
 from evictd.core.cgroup_driver import CgroupDriver
+from evictd.core.configz import configz_document, is_configz, zero_transition_period
 from evictd.core.dropin import with_dropins
 from evictd.core.duration import format_go_duration_ns, parse_go_duration
 from evictd.core.errors import MISSING, ConfigError, DurationError, FilePath
@@ -232,6 +234,7 @@ def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: 
     return value
 
 
+PERIOD_FIELD = "evictionPressureTransitionPeriod"
 # Settings the kubelet's configuration already states: taken from there unless the EvictdConfiguration says otherwise.
 INHERITED_FROM_KUBELET = ("cgroupDriver", "cgroupRoot", "podLogsDir", "nodeStatusUpdateFrequency",
                           "nodeStatusReportFrequency", "nodeLeaseDurationSeconds")
@@ -394,6 +397,12 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
         kubelet_file = False
         for index, (document, duplicates) in enumerate(read_documents(path, stdin_ok=True)):
             where = f"{path}[{index}]" if index else path
+            if is_configz(document):  # the kubelet's /configz answer: its resolved configuration
+                document = configz_document(document, where)
+                if zero_transition_period(document):
+                    warnings.append(f"{where}: evictionPressureTransitionPeriod {document[PERIOD_FIELD]!r} in a "
+                                    "/configz answer (the kubelet's flag set it): read as in a file, a zero is 5m; "
+                                    "give --eviction-pressure-transition-period 0s to keep it")
             if kubelet_file and is_foreign_document(document):
                 # The kubelet decodes only its config file's first document; evictd keeps its own documents too.
                 warnings.append(f"{where}: kind {document['kind']!r} ignored: the kubelet reads only the first "

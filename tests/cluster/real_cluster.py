@@ -78,7 +78,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -893,7 +893,7 @@ class RealCluster:
             path.write_text(text)
         return self.kubelet_dropin_dir
 
-    def _start_kubelet(self, extra: str, dropins: Mapping[str, str] | None = None) -> None:
+    def _start_kubelet(self, extra: str, dropins: Mapping[str, str] | None = None, flags: Sequence[str] = ()) -> None:
         self.kubelet_config_path.write_text(yaml.safe_dump(self.kubelet_config(extra), sort_keys=False))
         dropin_dir = self._write_dropins(dropins)
         binds = []
@@ -910,6 +910,7 @@ class RealCluster:
             kubelet += ["--config-dir", str(dropin_dir)]
         if self.node_labels:
             kubelet += ["--node-labels", ",".join(f"{key}={value}" for key, value in self.node_labels.items())]
+        kubelet += flags
         # In the new mount namespace: /proc private first (so the binds never reach the host), the sysctl
         # binds, then exec: unshare and sh exec in place, so the PID is the kubelet's.
         script = " && ".join(["mount --make-rprivate /proc", *binds, f"exec {shlex.join(kubelet)}"])
@@ -1108,19 +1109,20 @@ class RealCluster:
         self.api.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
                                           "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}})
 
-    def restart_kubelet(self, kubelet_config_extra: str = "", dropins: Mapping[str, str] | None = None) -> None:
+    def restart_kubelet(self, kubelet_config_extra: str = "", dropins: Mapping[str, str] | None = None,
+                        flags: Sequence[str] = ()) -> None:
         """Restart the kubelet with ``kubelet_config_extra`` (KubeletConfiguration YAML whose top-level keys
         replace the defaults, e.g. ``evictionHard``/``evictionSoft`` to turn the kubelet's eviction on; empty:
-        the defaults, eviction off) and, with ``dropins`` (file name -> text), a ``--config-dir`` folder holding
-        them. Pods keep running meanwhile. Waits until the new kubelet is healthy and has reported the Node
-        Ready."""
+        the defaults, eviction off), with ``dropins`` (file name -> text) a ``--config-dir`` folder holding
+        them, and ``flags`` last on its command line. Pods keep running meanwhile. Waits until the new kubelet is
+        healthy and has reported the Node Ready."""
         began = time.monotonic()
         self._stop_process("kubelet")
         # Node heartbeats are whole seconds: start the new kubelet on the next second, so that a heartbeat of
         # that second or later is the new kubelet's (the old one is dead before it).
         since = math.ceil(time.time())
         time.sleep(max(0.0, since - time.time()))
-        self._start_kubelet(kubelet_config_extra, dropins)
+        self._start_kubelet(kubelet_config_extra, dropins, flags)
         self._wait_node_ready(since)
         self.timings["restart_kubelet"] = time.monotonic() - began
 

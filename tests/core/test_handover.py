@@ -108,3 +108,29 @@ def test_an_unknown_kubelet_is_no_problem_and_evictds_own_signals_are_listed() -
     assert handover.mode is Mode.KUBELET_UNKNOWN and not handover.problems
     assert evicts(handover)["evictd.io/memory.stall.full"] is Evicts.EVICTD_UNKNOWN_KUBELET
     assert evicts(handover)["memory.available"] is Evicts.UNKNOWN
+
+
+@pytest.mark.parametrize(("kubelet", "kubelet_soft", "signal", "raised"), [
+    pytest.param({"memory.available": "500Mi"}, None, "memory.available", "memory.available: 1000Mi", id="quantity"),
+    pytest.param({"memory.available": "1Gi"}, None, "allocatableMemory.available", "memory.available: 2Gi",
+                 id="allocatable-is-memory-key"),
+    pytest.param({"nodefs.available": "10%"}, None, "nodefs.available", "nodefs.available: 15%", id="percentage"),
+    pytest.param({"imagefs.available": "15%"}, None, "imagefs.available", "imagefs.available: 20%", id="stock-15"),
+    pytest.param({"nodefs.inodesFree": "7.5%"}, None, "nodefs.inodesFree", "nodefs.inodesFree: 12%", id="fraction"),
+    pytest.param({"memory.available": "100Mi"}, {"memory.available": "800Mi"}, "memory.available",
+                 "memory.available: 1600Mi", id="above-the-kubelets-soft-too"),
+])
+def test_a_race_offers_both_fixes_with_an_evictd_value_that_clears_the_kubelets(
+        kubelet: dict[str, str], kubelet_soft: dict[str, str] | None, signal: str, raised: str) -> None:
+    verdict = {str(v.signal): v for v in judged(EVICTD, kubelet, kubelet_soft=kubelet_soft).verdicts}[signal]
+    assert verdict.evicts in (Evicts.SAME, Evicts.KUBELET_FIRST) and verdict.problem
+    assert "fix: lower the kubelet's threshold for this signal below evictd's hard threshold (a backstop), or to 0% " \
+           "(evictd alone); or raise evictd's hard threshold above the kubelet's " in verdict.detail
+    assert verdict.detail.endswith(f"e.g. `evictionHard: {{{raised}}}` (fleet-wide: the chart's `eviction` value)")
+
+
+def test_no_value_is_offered_where_five_points_more_reach_100_percent() -> None:
+    verdict = {str(v.signal): v for v in judged({"nodefs.available": "96%"}, {"nodefs.available": "95%"}).verdicts}
+    assert verdict["nodefs.available"].evicts is Evicts.EVICTD_FIRST
+    verdict = {str(v.signal): v for v in judged({"nodefs.available": "95%"}, {"nodefs.available": "95%"}).verdicts}
+    assert verdict["nodefs.available"].detail.endswith("or raise evictd's hard threshold above the kubelet's 95%")

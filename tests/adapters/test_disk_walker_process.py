@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
@@ -325,3 +326,21 @@ def test_names_are_one_object_across_the_lines_that_name_them() -> None:
     assert first.pod == PodKey("uid-1", "shop", "web-0") and first.volumes[0][0] == "cache"
     assert all(a is b for a, b in zip(first.pod, second.pod, strict=True))
     assert first.volumes[0][0] is second.volumes[0][0] and first.logs[0][0] is second.logs[0][0]
+
+
+def test_a_stop_wakes_the_feeding_threads_wait_for_wanted_pods() -> None:
+    """`stop` must not wait out the feeder's wait for a change of the wanted pods (it added up to 1 s to every
+    `evictd run` stop): `nudge` ends a wait whose `until` now holds, however long it was to be."""
+    store = PodDiskStore()
+    stopping = threading.Event()
+    returned: list[int] = []
+    waiter = threading.Thread(target=lambda: returned.append(
+        store.wait_for_wanted(store.wanted()[0], timeout_s=600.0, until=stopping.is_set)[0]))
+    waiter.start()
+    store.nudge()  # a nudge while `until` does not hold changes nothing
+    waiter.join(0.2)
+    assert waiter.is_alive()
+    stopping.set()
+    store.nudge()
+    waiter.join(60.0)
+    assert not waiter.is_alive() and returned == [store.wanted()[0]]

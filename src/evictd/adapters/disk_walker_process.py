@@ -231,6 +231,7 @@ class DiskWalkerProcess:
         """End the child (SIGTERM, SIGKILL after STOP_WAIT_S) and its threads; a signal, since the feeding thread
         may be blocked writing to its stdin."""
         self._stopping.set()
+        self.store.nudge()  # the feeding thread ends now, not at its wait's end (up to 1 s more on every stop)
         with self._lock:
             child = self._child
         if child is not None:
@@ -294,7 +295,7 @@ class DiskWalkerProcess:
         assert child.stdin is not None
         sent = -1
         while child.poll() is None and not self._stopping.is_set():
-            version, pods = self.store.wait_for_wanted(sent, timeout_s=1.0)
+            version, pods = self.store.wait_for_wanted(sent, timeout_s=1.0, until=self._stopping.is_set)
             if version == sent:
                 continue
             try:

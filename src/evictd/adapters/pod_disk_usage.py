@@ -201,11 +201,18 @@ class PodDiskStore:
         with self._lock:
             return self._version, self._wanted_order
 
-    def wait_for_wanted(self, after_version: int, timeout_s: float) -> tuple[int, tuple[PodKey, ...]]:
-        """Wait up to `timeout_s` for the wanted pods to differ from `after_version`; return them as `wanted`."""
+    def wait_for_wanted(self, after_version: int, timeout_s: float,
+                        until: Callable[[], bool] = lambda: False) -> tuple[int, tuple[PodKey, ...]]:
+        """Wait up to `timeout_s` for the wanted pods to differ from `after_version`, or for `until` to hold when
+        `nudge` wakes the wait; return them as `wanted`."""
         with self._changed:
-            self._changed.wait_for(lambda: self._version != after_version, timeout_s)
+            self._changed.wait_for(lambda: self._version != after_version or until(), timeout_s)
             return self._version, self._wanted_order
+
+    def nudge(self) -> None:
+        """Wake every `wait_for_wanted` to look at its `until` again (a stop)."""
+        with self._changed:
+            self._changed.notify_all()
 
     def record(self, figures: PodDiskFigures) -> None:
         """Keep `figures` as the pod's latest, if the pod is still wanted and they are not older."""

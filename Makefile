@@ -170,7 +170,7 @@ test-cluster: $(STAMP) system-deps uml-kernel helm
 		{ echo "make test-cluster needs apt-get and dpkg (etcd comes from Debian's etcd-server) and unshare" >&2; exit 2; }
 	@$(call install-missing,$(CLUSTER_DEPS))
 	rm -f $(CLUSTER_PASSED)
-	EVICTD_CLUSTER=real $(BIN)/python -m pytest -q $(CLUSTER_TEST_DIRS)
+	EVICTD_CLUSTER=real $(BIN)/python -m pytest -q --durations=15 $(CLUSTER_TEST_DIRS)
 	tests/cluster/record-pass.sh > $(CLUSTER_PASSED)
 	@echo "make test-cluster passed on $$(cat $(CLUSTER_PASSED)) (written to $(CLUSTER_PASSED))"
 

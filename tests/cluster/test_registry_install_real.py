@@ -15,8 +15,6 @@ dry-run, as shipped. Afterwards the release is uninstalled and the harness's obj
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from real_cluster import EVICTD_NAMESPACE, RealCluster
-from registry_server import RegistryServer
+from registry_server import RegistryServer, helm_home_env, running_registry
 from test_daemonset_real import daemonset_event, wait_ready
 from test_documented_install_real import delete_evictd_objects
 from test_helm_real import node_config
@@ -45,19 +43,12 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> SnapshotRelease:
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
-    server = RegistryServer(tmp_path_factory.mktemp("registry"))
-    try:
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(server.storage, ignore_errors=True)
+    yield from running_registry(tmp_path_factory.mktemp("registry"))
 
 
 @pytest.fixture(scope="module")
 def helm_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    home = tmp_path_factory.mktemp("helm-home")
-    return {**os.environ, "HELM_CONFIG_HOME": str(home / "config"), "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_DATA_HOME": str(home / "data")}
+    return helm_home_env(tmp_path_factory.mktemp("helm-home"))
 
 
 @pytest.fixture

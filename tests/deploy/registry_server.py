@@ -9,12 +9,14 @@ blobs a client fetched whole (its access log), so a test can tell a pull from th
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -87,3 +89,19 @@ class RegistryServer:
                 self.process.kill()
                 self.process.wait()
         self._log.close()
+
+
+def running_registry(base: Path) -> Iterator[RegistryServer]:
+    """A registry in `base` for a fixture's life: stopped and its storage (the image's layers, ~94 MB) removed after."""
+    server = RegistryServer(base)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.storage, ignore_errors=True)
+
+
+def helm_home_env(home: Path) -> dict[str, str]:
+    """The environment with helm's configuration, cache and data (its registry logins) in `home`, not root's."""
+    return {**os.environ, "HELM_CONFIG_HOME": str(home / "config"), "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_DATA_HOME": str(home / "data")}

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import subprocess
 import tarfile
 import time
@@ -31,7 +29,7 @@ import pytest
 import yaml
 from containerd_harness import Containerd, HarnessError
 from cri_fixtures import new_base
-from registry_server import RegistryServer
+from registry_server import RegistryServer, helm_home_env, running_registry
 
 from evictd.core.errors import CRIError
 from helm_tool import NAMESPACE, RELEASE, helm
@@ -59,20 +57,12 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> SnapshotRelease:
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryServer]:
-    server = RegistryServer(tmp_path_factory.mktemp("registry"))
-    try:
-        yield server
-    finally:
-        server.stop()
-        shutil.rmtree(server.storage, ignore_errors=True)  # the image's layers: 94 MB
+    yield from running_registry(tmp_path_factory.mktemp("registry"))
 
 
 @pytest.fixture(scope="module")
 def helm_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """helm's configuration, cache and data (its registry logins among them) in the test's folder, not root's."""
-    home = tmp_path_factory.mktemp("helm-home")
-    return {**os.environ, "HELM_CONFIG_HOME": str(home / "config"), "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_DATA_HOME": str(home / "data")}
+    return helm_home_env(tmp_path_factory.mktemp("helm-home"))
 
 
 @pytest.fixture(scope="module")

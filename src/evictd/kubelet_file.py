@@ -66,13 +66,6 @@ class KubeletRead:
     configz: bool
 
 
-def read_kubelet_eviction(path: str | None, config_dir: str | None = None) -> EvictionSettings:
-    """Return the eviction settings of the kubelet configuration file at `path` (None: a kubelet without a file),
-    with the drop-ins of `config_dir` merged onto it. Raises ConfigError naming the option and path, or the field
-    and its value."""
-    return read_kubelet_settings(path, config_dir).eviction
-
-
 def read_kubelet_settings(path: str | None, config_dir: str | None = None,
                           command_line: KubeletCommandLine | None = None, *, key: str = OPTION,
                           dir_key: str = DIR_OPTION, flags_key: str = "", flags_given: bool = True) -> KubeletRead:

@@ -17,7 +17,7 @@ from real_cluster import RealCluster
 from evictd.config import load_configuration
 from evictd.core.errors import ConfigError
 from evictd.core.kubelet_config import eviction_settings
-from evictd.kubelet_file import read_kubelet_eviction
+from evictd.kubelet_file import read_kubelet_settings
 
 pytestmark = pytest.mark.real_cluster
 
@@ -74,7 +74,7 @@ def test_evictd_reads_the_dropins_as_the_real_kubelet_merges_them(real_cluster: 
         config, folder = str(real_cluster.kubelet_config_path), str(real_cluster.kubelet_dropin_dir)
         # evictd's own thresholds from the kubelet's files (--config-dir), and the hand-over's reading of them.
         ours = load_configuration([config], config_dir=folder).eviction
-        kubelet_side = read_kubelet_eviction(config, folder)
+        kubelet_side = read_kubelet_settings(config, folder).eviction
         for read in (ours, kubelet_side):
             assert read.hard == real["settings"].hard, (case, real["raw"])
             assert read.soft == real["settings"].soft

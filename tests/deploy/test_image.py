@@ -12,6 +12,7 @@ the same image in tests/cluster.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from harness_cri import ContainerSpec
 
 from evictd import __version__
 from evictd.core.runtime import ContainerState
+from evictd.kubelet_file import PROC_ENV
 from image_build import REPO, ImageBuild, shared_snapshot_release
 
 CONFIGMAP = REPO / "deploy" / "kubernetes" / "configmap.yaml"
@@ -51,10 +53,10 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> ImageBuild:
 
 def run_in_image(runtime: Containerd, pods: PodFactory, image: ImageBuild, name: str, args: list[str],
                  mounts: list[tuple[str, str, bool]] | None = None,
-                 command: Sequence[str] = ("evictd",)) -> tuple[int, str]:
+                 command: Sequence[str] = ("evictd",), envs: dict[str, str] | None = None) -> tuple[int, str]:
     """Run `evictd ARGS` (or `command` ARGS) from the image as a container; return its exit code and output."""
     pod = pods.run(name, [ContainerSpec(name="evictd", image=image.reference, command=list(command), args=args,
-                                        mounts=mounts or [])])
+                                        mounts=mounts or [], envs=envs or {})])
     container_id = pod.container_ids["evictd"]
     runtime.wait_for_container_state(container_id, ContainerState.EXITED, timeout_s=RUN_TIMEOUT_S)
     return runtime.cri.container_status(container_id).exit_code, runtime.container_output(pod, "evictd")
@@ -135,11 +137,14 @@ def test_image_reads_the_shipped_configmap_as_the_host_does(image: ImageBuild, i
     config.write_text(configmap["data"]["config.yaml"], encoding="utf-8")
     # --config-only: the container's cgroup view is not the host's, and the node's protection is not the question.
     args = ["check-config", "--config", "/etc/evictd/config.yaml", "--output", "json", "--config-only"]
+    # Where each looks for a running kubelet is its own (the container's /proc, the test session's EVICTD_PROC):
+    # both look in the same absent folder, so the hand-over says the same.
+    no_kubelet = {PROC_ENV: "/nonexistent/proc"}
     code, output = run_in_image(imported, pods, image, "evictd-check-config", args,
-                                mounts=[("/etc/evictd/config.yaml", str(config), True)])
+                                mounts=[("/etc/evictd/config.yaml", str(config), True)], envs=no_kubelet)
     assert code == 0, output
     here = subprocess.run([sys.executable, "-m", "evictd", *args[:2], str(config), *args[3:]], capture_output=True,
-                          text=True, timeout=60, check=True)
+                          text=True, timeout=60, check=True, env={**os.environ, **no_kubelet})
     assert json.loads(output) == json.loads(here.stdout)
     assert json.loads(output)["thresholds"], "the ConfigMap sets thresholds"
 

@@ -91,7 +91,14 @@ def test_a_pod_hogging_memory_is_evicted_through_the_api_and_the_pressure_clears
             kept = [c for c in version["status"]["conditions"] if c["type"] == "DisruptionTarget"]
             assert [(c["status"], c["message"]) for c in kept] == [("True", evicting["message"])]
             assert version["status"].get("reason") is None and version["status"].get("message") is None
-        assert {v["status"]["phase"] for v in deleting} <= {"Running", "Succeeded"}  # the hog exits 0 on SIGTERM
+        # The hog exits 0 on SIGTERM; on a busy machine its shell may not run its trap before the grace period ends,
+        # and the runtime's SIGKILL leaves it Failed with 137 (seen once beside the real-cluster tier): never another.
+        phases = {v["status"]["phase"] for v in deleting}
+        assert phases <= {"Running", "Succeeded", "Failed"} and not {"Succeeded", "Failed"} <= phases, phases
+        for version in deleting:
+            if version["status"]["phase"] == "Failed":
+                [status] = version["status"]["containerStatuses"]
+                assert status["state"]["terminated"]["exitCode"] == 137, status
         # ... the Warning Evicted event with the offending-container annotations ...
         wait_until(lambda: node.pod_events(hog, "Evicted"), 10, "the Evicted event")
         events = node.kubectl_json("get", "events", "-n", hog.namespace,

@@ -2,8 +2,8 @@
 
 Job: clone the commit under test into a folder of its own, run `make image` there (buildah, the Debian base
 where no registry answers; deploy/build-image.sh) and hand back the OCI archive, its image reference and the
-build's own summary (`build_from_fresh_clone`: the real-cluster DaemonSet and chart tests, whose manifests name the
-version's tag). `shared_snapshot_release` runs `make release SNAPSHOT=1` there instead (the wheel, the sdist, the
+build's own summary (`build_from_fresh_clone`; `shared_image_build` once per test session: the real-cluster
+DaemonSet, chart and fleet tests, whose manifests name the version's tag). `shared_snapshot_release` runs `make release SNAPSHOT=1` there instead (the wheel, the sdist, the
 chart package and the image, in dist/snapshot/), once per test session whichever module and pytest-xdist worker asks
 first: tests/deploy/test_image.py runs its image, tests/deploy/test_registry_release.py pushes it and its chart, and
 `make test` builds the image once. A build that fails is a test failure carrying the end of its output.
@@ -18,12 +18,16 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
 from evictd import __version__
+
+T = TypeVar("T", "ImageBuild", "SnapshotRelease")  # what a session builds once
 
 REPO = Path(__file__).resolve().parents[1]
 # What `make image` tags (deploy/build-image.sh's default, the DaemonSet's image): the version's tag.
@@ -130,26 +134,43 @@ def _session_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
-def shared_snapshot_release(tmp_path_factory: pytest.TempPathFactory) -> SnapshotRelease:
-    """`make release SNAPSHOT=1` once per test session: the first caller builds, holding a lock in the session's
-    folder; later callers (other modules, other workers) wait on the lock and get the same build, or its failure."""
-    folder = _session_folder(tmp_path_factory) / "snapshot-release"
-    with (folder.parent / "snapshot-release.lock").open("a") as lock:
+def _image_of(fields: dict[str, Any]) -> ImageBuild:
+    return ImageBuild(**{**fields, "archive": Path(fields["archive"]), "clone": Path(fields["clone"])})
+
+
+def _release_of(fields: dict[str, Any]) -> SnapshotRelease:
+    return SnapshotRelease(name=fields["name"], dist=Path(fields["dist"]), chart=Path(fields["chart"]),
+                           image=_image_of(fields["image"]))
+
+
+def _once_per_session(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], T],
+                         load: Callable[[dict[str, Any]], T]) -> T:
+    # The first caller builds into the session's folder `name`, holding a lock there; later callers (other modules,
+    # other workers) wait on the lock and get the same build (`load` of its JSON), or its failure.
+    folder = _session_folder(tmp_path_factory) / name
+    with (folder.parent / f"{name}.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         built, failed = folder / "built.json", folder / "failed.txt"
         if built.is_file():
-            fields = json.loads(built.read_text(encoding="utf-8"))
-            image = ImageBuild(**{**fields["image"], "archive": Path(fields["image"]["archive"]),
-                                  "clone": Path(fields["image"]["clone"])})
-            return SnapshotRelease(name=fields["name"], dist=Path(fields["dist"]), chart=Path(fields["chart"]),
-                                   image=image)
+            return load(json.loads(built.read_text(encoding="utf-8")))
         if failed.is_file():
-            raise ImageBuildError(f"this session's make release SNAPSHOT=1 failed: {failed.read_text(encoding='utf-8')}")
+            raise ImageBuildError(f"this session's {name} build failed: {failed.read_text(encoding='utf-8')}")
         folder.mkdir(exist_ok=True)
         try:
-            release = build_snapshot_release(folder)
+            result = build(folder)
         except (ImageBuildError, subprocess.TimeoutExpired) as exc:
             failed.write_text(str(exc), encoding="utf-8")
             raise
-        built.write_text(json.dumps(asdict(release), default=str), encoding="utf-8")
-        return release
+        built.write_text(json.dumps(asdict(result), default=str), encoding="utf-8")
+        return result
+
+
+def shared_snapshot_release(tmp_path_factory: pytest.TempPathFactory) -> SnapshotRelease:
+    """`make release SNAPSHOT=1` once per test session, whichever module and worker asks first."""
+    return _once_per_session(tmp_path_factory, "snapshot-release", build_snapshot_release, _release_of)
+
+
+def shared_image_build(tmp_path_factory: pytest.TempPathFactory) -> ImageBuild:
+    """`make image` in a fresh clone once per test session (`build_from_fresh_clone`): the real-cluster DaemonSet,
+    chart and fleet modules import the same archive and read the same clone's deploy/, which none of them writes."""
+    return _once_per_session(tmp_path_factory, "fresh-clone-image", build_from_fresh_clone, _image_of)

@@ -44,7 +44,7 @@ from real_cluster import DEPLOY_DIR, EVICTD_NAMESPACE, RealCluster, write_kubeco
 from side_by_side import HOG_MIB, kubelet_not_evicting, thresholds
 
 from evictd.state_dir import LOCK_FILE
-from image_build import ImageBuild, build_from_fresh_clone
+from image_build import ImageBuild, shared_image_build
 
 pytestmark = pytest.mark.real_cluster
 
@@ -165,7 +165,7 @@ def evictd_deletes(cluster: RealCluster, ref: PodRef) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def deployed(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
-    image = build_from_fresh_clone(tmp_path_factory.mktemp("image"))
+    image = shared_image_build(tmp_path_factory)
     runtime = real_cluster.containerd
     runtime.import_archive(image.archive)
     repository = image.reference.rsplit(":", 1)[0]

@@ -52,7 +52,7 @@ from real_cluster import BASE_PREFIX, EVICTD_NAMESPACE, ClusterError, RealCluste
 from evictd import __version__
 from evictd.adapters.cgroups import detect_cgroup_layout
 from helm_tool import RELEASE, helm
-from image_build import build_from_fresh_clone
+from image_build import shared_image_build
 from polling import wait_until
 
 pytestmark = pytest.mark.real_cluster
@@ -279,7 +279,7 @@ def fleet(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -
     if failure:
         pools.stop()
         pytest.fail(failure, pytrace=False)
-    image = build_from_fresh_clone(tmp_path_factory.mktemp("image"))
+    image = shared_image_build(tmp_path_factory)
     for node in (real_cluster, *pools.nodes.values()):
         node.containerd.import_archive(image.archive)
     work = tmp_path_factory.mktemp("fleet")

@@ -31,7 +31,7 @@ from test_daemonset_real import daemonset_event, evictd_pods, lock_holder_pod_ui
 from evictd import __version__
 from evictd.state_dir import RECORDING_FOLDER
 from helm_tool import RELEASE, helm
-from image_build import build_from_fresh_clone
+from image_build import shared_image_build
 from polling import wait_until
 
 pytestmark = pytest.mark.real_cluster
@@ -103,7 +103,7 @@ def recorded_cycles(state_dir: Path) -> dict[str, set[tuple[str, int]]]:
 @pytest.fixture
 def chart_release(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     cluster = real_cluster
-    image = build_from_fresh_clone(tmp_path_factory.mktemp("image"))
+    image = shared_image_build(tmp_path_factory)
     cluster.containerd.import_archive(image.archive)
     repository = image.reference.rsplit(":", 1)[0]
     cluster.containerd.ctr("images", "tag", image.reference, f"{repository}:{NEXT_VERSION}")

@@ -83,7 +83,10 @@ def test_memory_decisions_do_not_wait_for_a_tenants_file_walk(
     )
     evictd_processes.append(daemon)
     daemon.wait_event("evictd started")
-    # The walker measures the pod (every walk lists all 100,000 entries)...
+    # The walker measures the pod (every walk lists all 100,000 entries)... A cycle has used its figures: they have an
+    # age, and no pod is without them (before the first cycle's report that gauge reads 0 too: frozen then, the walker
+    # had not measured the pod, and under load the test failed so).
+    wait_for_metric(daemon, "evictd_pod_disk_usage_age_seconds", lambda age: age > 0)
     wait_for_metric(daemon, "evictd_pods_without_disk_usage", lambda pods: pods == 0)
     walker = walker_pid(daemon)
     os.kill(walker, signal.SIGSTOP)  # ... and now can end no walk

@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-cluster lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi qemu-node helm release release-build push clean
+.PHONY: run test test-cluster test-arena lint docs check-config system-deps image-deps image uml-kernel uml-kernel-psi qemu-node helm release release-build push clean
 
 # Debian packages the real-component tests need, as binary:package: a real containerd with runc, a static
 # busybox to build images from, systemd-analyze to verify the unit, mkfs.ext4/losetup for small filesystems,
@@ -102,6 +102,12 @@ uml-kernel-psi:
 qemu-node: system-deps
 	tests/qemu/provision-qemu.sh
 
+# The arena's own tier (not part of `make test` or CI): tests/qemu checks what the qemu node's figures stand on
+# (2 vCPUs, a preemptible PSI kernel, booted psi=0 too, a read-only host). Its two boots emulate 2 CPUs each (TCG,
+# no hardware acceleration here): about 85 s of the parallel tier's 2 cores, run before the arena's benches.
+test-arena: $(STAMP) system-deps uml-kernel qemu-node
+	$(BIN)/python -m pytest -q -m arena tests/qemu
+
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
@@ -126,7 +132,7 @@ run: $(RUN_STAMP)
 # real_cluster) is left out: it needs kube-apiserver and kubelet binaries.
 # tests/run-tiers.sh runs the tiers, the parallel one on pytest-xdist workers (the linters beside it), then the
 # whole-machine tests alone, and prints each tier's time and the total at the end (docs/development.md, "Test tiers").
-test: $(STAMP) system-deps uml-kernel qemu-node helm
+test: $(STAMP) system-deps uml-kernel helm
 	tests/run-tiers.sh $(BIN)/python
 
 # The documentation site (mkdocs.yml): docs/ into site/ (gitignored). --strict fails the build on a link to a

@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from qemu_guest import boot_guest
 from uml_guest import REPO
+
+pytestmark = pytest.mark.arena  # `make test-arena`, not `make test` (Makefile)
 
 GUEST = """
 guest_log "start"

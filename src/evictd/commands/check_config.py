@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from evictd.config import Configuration
+from evictd.core.config_lints import Allocatable, allocatable_memory, config_lints
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
     from evictd.core.protections import Verdict
 
 EXIT_OK = 0
+# Where a node's memory capacity is given when the configuration is checked off its node.
+NODE_MEMORY_OPTION = "--node-memory"
 # `--strict` and a hand-over that is not a backstop: the configuration is valid (not 2), the check failed.
 EXIT_HANDOVER = 1
 # The hand-over modes `--strict` fails on: judged as if evictd acted, as the verdict is.
@@ -36,7 +40,7 @@ STRICT_FAILS = (Mode.OVERLAP, Mode.NONE)
 
 
 def check_config(configuration: Configuration, layout: FsLayout, kubelet: KubeletFile, *, read_cgroups: bool,
-                 output: str, strict: bool = False) -> int:
+                 output: str, strict: bool = False, node_memory: int | None = None) -> int:
     """Print the check of `configuration` (text or json `output`) with the kubelet's `kubelet`; return 0, or with
     `strict` EXIT_HANDOVER when the hand-over is not a backstop (one line on stderr says why)."""
     from evictd.cycle.limits_choice import LIMITS, limits_choice, limits_json, limits_text
@@ -54,6 +58,12 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
         print(f"warning: {NO_THRESHOLDS}", file=sys.stderr)
     for verdict in handover.problems:
         print(f"warning: {verdict.signal}: {verdict.now}: {verdict.detail}", file=sys.stderr)
+    memory = _memory_capacity(node_memory, read_cgroups=read_cgroups)
+    lints = config_lints(configuration.eviction, configuration.reservation, memory.bytes)
+    for lint in lints:
+        print(f"warning: {lint.code}: {lint}", file=sys.stderr)
+    allocatable = (allocatable_memory(configuration.eviction, configuration.reservation, memory.bytes)
+                   if memory.bytes is not None else None)
     limits = limits_choice(configuration, kubelet.eviction)
     if limits.enforcer is Enforcer.NOBODY:
         print(f"warning: nobody enforces {LIMITS}: {limits.reason}", file=sys.stderr)
@@ -64,6 +74,9 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
                           "handover": handover_json(handover, kubelet.note),
                           "ephemeralStorageLimits": limits_json(configuration, limits),
                           "node_protection": [finding.fields() for finding in protection],
+                          "lints": [lint.fields() for lint in lints],
+                          "node_memory": {"capacity_bytes": memory.bytes, "source": memory.source,
+                                          "allocatable_bytes": allocatable.bytes if allocatable else None},
                           "protections": [verdict.fields() for verdict in verdicts]}, indent=2))
         return _strict_status(handover) if strict else EXIT_OK
     eviction = configuration.eviction
@@ -71,6 +84,7 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     print()
     print(handover_text(handover_json(handover, kubelet.note)))
     print()
+    print(_allocatable_text(memory, allocatable))
     print(f"pressure transition period: {eviction.pressure_transition_period_s:g}s")
     print(f"max pod grace period (soft evictions): {eviction.max_pod_grace_period_s}s")
     print(f"local storage capacity isolation: {str(eviction.local_storage_capacity_isolation).lower()}")
@@ -89,6 +103,37 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     print()
     print(_node_protection_text(protection, read_cgroups=read_cgroups))
     return _strict_status(handover) if strict else EXIT_OK
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCapacity:
+    """The node memory capacity the lints resolve percentages at: `bytes` (None: unknown) and where it came from."""
+
+    bytes: int | None
+    source: str
+
+
+def _memory_capacity(given: int | None, *, read_cgroups: bool) -> MemoryCapacity:
+    """`--node-memory` if given; else, on the node (not --config-only), this machine's MemTotal, which is the
+    kubelet's memory capacity (cAdvisor's MachineInfo.MemoryCapacity); else unknown."""
+    from evictd.adapters.procfs import mem_total_bytes
+
+    if given is not None:
+        return MemoryCapacity(given, NODE_MEMORY_OPTION)
+    if not read_cgroups:
+        return MemoryCapacity(None, f"unknown (--config-only: give {NODE_MEMORY_OPTION})")
+    try:
+        return MemoryCapacity(mem_total_bytes(), "this machine's /proc/meminfo MemTotal")
+    except SampleError as exc:
+        return MemoryCapacity(None, f"unknown ({exc})")
+
+
+def _allocatable_text(memory: MemoryCapacity, allocatable: Allocatable | None) -> str:
+    if allocatable is None:
+        return f"allocatable memory: {memory.source}"
+    return (f"allocatable memory: {allocatable.bytes} bytes = capacity {allocatable.capacity_bytes} ({memory.source})"
+            f" - systemReserved {allocatable.system_reserved_bytes} - kubeReserved {allocatable.kube_reserved_bytes}"
+            f" - evictionHard memory.available {allocatable.hard_eviction_bytes}")
 
 
 def _strict_status(handover: Handover) -> int:

@@ -66,9 +66,21 @@ def test_check_config_says_what_the_kubelet_applies_and_names_the_traps(case: di
     assert (hard, soft) == (case["hard"], case["soft"])
     assert report["node_memory"]["allocatable_bytes"] == case["allocatable_bytes"]
     assert [[lint["code"], lint["key"]] for lint in report["lints"]] == case["lints"]
-    for lint in report["lints"]:  # each on stderr with its key, value and fix
-        assert f"warning: {lint['code']}: {lint['key']}: {lint['value']}: " in result.stderr
+    for lint in report["lints"]:  # a warning on stderr with its key, value and fix; a note in the report only
+        line = f"{lint['code']}: {lint['key']}: {lint['value']}: "
+        assert (f"warning: {line}" in result.stderr) == (lint["severity"] == "warning"), result.stderr
         assert lint["fix"] and lint["value"]
+    assert [lint["severity"] for lint in report["lints"]] == [
+        "note" if code == "soft-margin-not-reserved" else "warning" for code, _ in case["lints"]]
+
+
+def test_the_text_report_lists_every_lint_and_the_allocatable_memory() -> None:
+    result = check_config("--config-only", "--node-memory", "16Gi", *source_args("aks.yaml"))
+    assert result.returncode == 0 and result.stderr == ""  # notes only: nothing on stderr
+    assert "configuration lints: 2" in result.stdout
+    assert "note     soft-margin-not-reserved: evictionSoft.memory.available: soft 750Mi, hard 100Mi" in result.stdout
+    assert ("allocatable memory: 17075011584 bytes = capacity 17179869184 (--node-memory) - systemReserved 0 - "
+            "kubeReserved 0 - evictionHard memory.available 104857600") in result.stdout
 
 
 def test_without_the_node_memory_the_karpenter_lints_name_the_capacity_from_which_they_hold() -> None:

@@ -1,11 +1,14 @@
-"""`evictd check-config`: the effective thresholds, who evicts on each signal beside the node's kubelet, evictd's
-own protection settings, and how the node protects its daemons' memory.
+"""`evictd check-config`: the effective thresholds, who evicts on each signal beside the node's kubelet, evictd's own
+protection settings, how the node protects its daemons' memory, and the configuration's lints
+(`evictd.core.config_lints`) with the kubelet's allocatable memory at the node's memory capacity (`--node-memory`,
+else this machine's MemTotal, the kubelet's capacity; unknown with --config-only).
 
 Warnings go to stderr: what the kubelet's lenient decoding lets pass, a configuration without any threshold (evictd
 would evict nothing), and each signal where the hand-over leaves nobody evicting or the kubelet acting before evictd
-(`evictd.core.handover`). None of them changes the exit status: the configuration is valid. With `--strict`, a
-hand-over that is not a backstop (STRICT_FAILS: a race with the kubelet, an order that cannot be checked, nobody
-evicting at all) exits EXIT_HANDOVER after the report, so that a fleet's pre-flight can gate on it.
+(`evictd.core.handover`), and each lint of severity warning (a note is in the report only). None of them changes the
+exit status: the configuration is valid. With `--strict`, a hand-over that is not a backstop (STRICT_FAILS: a race
+with the kubelet, an order that cannot be checked, nobody evicting at all) exits EXIT_HANDOVER after the report, so
+that a fleet's pre-flight can gate on it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from evictd.config import Configuration
-from evictd.core.config_lints import Allocatable, allocatable_memory, config_lints
+from evictd.core.config_lints import WARNING, Allocatable, Lint, allocatable_memory, config_lints
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
@@ -61,7 +64,8 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     memory = _memory_capacity(node_memory, read_cgroups=read_cgroups)
     lints = config_lints(configuration.eviction, configuration.reservation, memory.bytes)
     for lint in lints:
-        print(f"warning: {lint.code}: {lint}", file=sys.stderr)
+        if lint.severity == WARNING:
+            print(f"warning: {lint.code}: {lint}", file=sys.stderr)
     allocatable = (allocatable_memory(configuration.eviction, configuration.reservation, memory.bytes)
                    if memory.bytes is not None else None)
     limits = limits_choice(configuration, kubelet.eviction)
@@ -84,6 +88,7 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     print()
     print(handover_text(handover_json(handover, kubelet.note)))
     print()
+    print(_lints_text(lints))
     print(_allocatable_text(memory, allocatable))
     print(f"pressure transition period: {eviction.pressure_transition_period_s:g}s")
     print(f"max pod grace period (soft evictions): {eviction.max_pod_grace_period_s}s")
@@ -126,6 +131,15 @@ def _memory_capacity(given: int | None, *, read_cgroups: bool) -> MemoryCapacity
         return MemoryCapacity(mem_total_bytes(), "this machine's /proc/meminfo MemTotal")
     except SampleError as exc:
         return MemoryCapacity(None, f"unknown ({exc})")
+
+
+def _lints_text(lints: Sequence[Lint]) -> str:
+    from evictd.cycle.render import printable
+
+    lines = [f"configuration lints: {len(lints) or 'none'}"]
+    for lint in lints:
+        lines.append(f"  {lint.severity:<8} {lint.code}: {printable(str(lint))}")
+    return "\n".join(lines)
 
 
 def _allocatable_text(memory: MemoryCapacity, allocatable: Allocatable | None) -> str:

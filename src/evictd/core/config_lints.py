@@ -6,9 +6,9 @@ The traps fleets' configurations carry (`check-config` prints them, tests/data/f
   kubernetes-sigs/karpenter#2852);
 - NO_HARD_THRESHOLD: no hard `memory.available` or `nodefs.available` threshold, so the kubelet lets memory or the
   node's disk run out (Azure/karpenter-provider-azure#988; k3s's `--eviction-hard` flag drops memory's);
-- SOFT_MARGIN_NOT_RESERVED: the kubelet subtracts only the hard threshold from allocatable
-  (cm/node_container_manager_linux.go hardEvictionReservation), so the margin a soft threshold keeps above it is
-  schedulable; Karpenter reserves max(soft, hard) and so expects less than the node reports
+- SOFT_MARGIN_NOT_RESERVED (a NOTE, the others are WARNINGs): the kubelet subtracts only the hard threshold from
+  allocatable (cm/node_container_manager_linux.go hardEvictionReservation), so the margin a soft threshold keeps
+  above it is schedulable; Karpenter reserves max(soft, hard) and so expects less than the node reports
   (aws/karpenter-provider-aws#8407).
 A percentage needs the node's capacity. `memory_capacity` (bytes) resolves memory's; without it, and for the disk
 signals whose filesystem size a configuration cannot know, a lint between a quantity and a percentage names the
@@ -34,6 +34,9 @@ SOFT_MARGIN_NOT_RESERVED = "soft-margin-not-reserved"
 ESSENTIAL_HARD = (Signal.MEMORY_AVAILABLE, Signal.NODEFS_AVAILABLE)
 # The signals the kubelet subtracts from allocatable, with the resource they reserve (hardEvictionReservation).
 RESERVED_BY_HARD = {Signal.MEMORY_AVAILABLE: "memory", Signal.NODEFS_AVAILABLE: "ephemeral-storage"}
+# A warning is a threshold that cannot do what it says; a note a figure that differs from what people assume (a
+# soft margin above the hard threshold is how soft thresholds are meant to be used, only not reserved).
+WARNING, NOTE = "warning", "note"
 GIB = 1 << 30  # capacities are named in GiB, as instance sizes are
 # How a hard threshold stands to a soft one of its signal (`_hard_first`): met first at every capacity, at none,
 # from a capacity on, or up to one.
@@ -49,9 +52,11 @@ class Lint:
     value: str
     detail: str
     fix: str
+    severity: str = WARNING
 
     def fields(self) -> dict[str, str]:
-        return {"code": self.code, "key": self.key, "value": self.value, "detail": self.detail, "fix": self.fix}
+        return {"code": self.code, "severity": self.severity, "key": self.key, "value": self.value,
+                "detail": self.detail, "fix": self.fix}
 
     def __str__(self) -> str:
         return f"{self.key}: {self.value}: {self.detail}; fix: {self.fix}"
@@ -169,7 +174,7 @@ def _pair_lints(signal: Signal, soft: Threshold, hard: Threshold, capacity: int 
                           "pressure, and Karpenter, which reserves max(soft, hard), expects less allocatable than "
                           "the node reports",
                           f"reserve the margin in kubeReserved/systemReserved {resource}, or raise the hard "
-                          "threshold to the soft one if it must never be scheduled"))
+                          "threshold to the soft one if it must never be scheduled", NOTE))
     return lints
 
 

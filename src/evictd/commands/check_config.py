@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from evictd.config import Configuration
-from evictd.core.config_lints import WARNING, Allocatable, Lint, allocatable_memory, config_lints
+from evictd.core.config_lints import (
+    WARNING,
+    Allocatable,
+    Lint,
+    allocatable_memory,
+    config_lints,
+    hugepage_padding_lints,
+)
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
@@ -62,11 +69,16 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     for verdict in handover.problems:
         print(f"warning: {verdict.signal}: {verdict.now}: {verdict.detail}", file=sys.stderr)
     memory = _memory_capacity(node_memory, read_cgroups=read_cgroups)
+    semantics = configuration.semantics()
+    hugepages = _hugepages(read_cgroups=read_cgroups)
     lints = config_lints(configuration.eviction, configuration.reservation, memory.bytes)
+    lints += hugepage_padding_lints(configuration.eviction, hugepages.bytes or 0, semantics.hugepage_aware,
+                                    memory.bytes)
     for lint in lints:
         if lint.severity == WARNING:
             print(f"warning: {lint.code}: {lint}", file=sys.stderr)
-    allocatable = (allocatable_memory(configuration.eviction, configuration.reservation, memory.bytes)
+    allocatable = (allocatable_memory(configuration.eviction, configuration.reservation, memory.bytes,
+                                      hugepages.bytes or 0)
                    if memory.bytes is not None else None)
     limits = limits_choice(configuration, kubelet.eviction)
     if limits.enforcer is Enforcer.NOBODY:
@@ -79,6 +91,12 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
                           "ephemeralStorageLimits": limits_json(configuration, limits),
                           "node_protection": [finding.fields() for finding in protection],
                           "lints": [lint.fields() for lint in lints],
+                          "kubelet_semantics": {"version": semantics.version_text,
+                                                "version_source": semantics.version_source,
+                                                "hugepage_aware_eviction": semantics.hugepage_aware,
+                                                "gate_source": semantics.gate_source,
+                                                "hugepages_bytes": hugepages.bytes,
+                                                "hugepages_source": hugepages.source},
                           "node_memory": {"capacity_bytes": memory.bytes, "source": memory.source,
                                           "allocatable_bytes": allocatable.bytes if allocatable else None},
                           "protections": [verdict.fields() for verdict in verdicts]}, indent=2))
@@ -88,6 +106,10 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     print()
     print(handover_text(handover_json(handover, kubelet.note)))
     print()
+    print(semantics.describe())
+    print(f"node hugepages: {hugepages.bytes if hugepages.bytes is not None else 'unknown'} bytes "
+          f"({hugepages.source}); subtracted from memory.available: "
+          f"{'yes' if semantics.hugepage_aware else 'no'}")
     print(_lints_text(lints))
     print(_allocatable_text(memory, allocatable))
     print(f"pressure transition period: {eviction.pressure_transition_period_s:g}s")
@@ -142,12 +164,25 @@ def _lints_text(lints: Sequence[Lint]) -> str:
     return "\n".join(lines)
 
 
+def _hugepages(*, read_cgroups: bool) -> MemoryCapacity:
+    """The node's hugepage total from /sys/kernel/mm/hugepages (`evictd.adapters.hugepages`), unless --config-only."""
+    from evictd.adapters.hugepages import HUGEPAGES_ROOT, hugepages_bytes
+
+    if not read_cgroups:
+        return MemoryCapacity(None, "not read: --config-only")
+    try:
+        return MemoryCapacity(hugepages_bytes(), HUGEPAGES_ROOT)
+    except SampleError as exc:
+        return MemoryCapacity(None, f"unreadable: {exc}")
+
+
 def _allocatable_text(memory: MemoryCapacity, allocatable: Allocatable | None) -> str:
     if allocatable is None:
         return f"allocatable memory: {memory.source}"
     return (f"allocatable memory: {allocatable.bytes} bytes = capacity {allocatable.capacity_bytes} ({memory.source})"
             f" - systemReserved {allocatable.system_reserved_bytes} - kubeReserved {allocatable.kube_reserved_bytes}"
-            f" - evictionHard memory.available {allocatable.hard_eviction_bytes}")
+            f" - evictionHard memory.available {allocatable.hard_eviction_bytes}"
+            + (f" - hugepages {allocatable.hugepages_bytes}" if allocatable.hugepages_bytes else ""))
 
 
 def _strict_status(handover: Handover) -> int:

@@ -30,6 +30,7 @@ from evictd.core.thresholds import Threshold, ThresholdValue, threshold_quantity
 SOFT_NEVER_FIRES = "soft-never-fires"
 NO_HARD_THRESHOLD = "no-hard-threshold"
 SOFT_MARGIN_NOT_RESERVED = "soft-margin-not-reserved"
+PADDED_BY_HUGEPAGES = "padded-by-hugepages"
 # The signals whose loss kills a node: without a hard threshold nothing stops memory or the root disk running out.
 ESSENTIAL_HARD = (Signal.MEMORY_AVAILABLE, Signal.NODEFS_AVAILABLE)
 # The signals the kubelet subtracts from allocatable, with the resource they reserve (hardEvictionReservation).
@@ -65,17 +66,19 @@ class Lint:
 @dataclass(frozen=True, slots=True)
 class Allocatable:
     """The node's allocatable memory as the kubelet computes it: capacity less both reservations and the hard
-    `memory.available` threshold, clamped at 0 (node_container_manager_linux.go GetNodeAllocatableAbsolute)."""
+    `memory.available` threshold, clamped at 0 (node_container_manager_linux.go GetNodeAllocatableAbsolute), less
+    the pre-allocated hugepages (nodestatus/setters.go MachineInfo)."""
 
     capacity_bytes: int
     system_reserved_bytes: int
     kube_reserved_bytes: int
     hard_eviction_bytes: int
+    hugepages_bytes: int = 0
 
     @property
     def bytes(self) -> int:
         return max(0, self.capacity_bytes - self.system_reserved_bytes - self.kube_reserved_bytes
-                   - self.hard_eviction_bytes)
+                   - self.hard_eviction_bytes - self.hugepages_bytes)
 
 
 def _text(value: ThresholdValue) -> str:
@@ -179,14 +182,41 @@ def _pair_lints(signal: Signal, soft: Threshold, hard: Threshold, capacity: int 
 
 
 def allocatable_memory(settings: EvictionSettings, reservation: NodeReservation,
-                       capacity: int) -> Allocatable:
+                       capacity: int, hugepages: int = 0) -> Allocatable:
     """The kubelet's allocatable memory at `capacity` bytes (reservations that cannot be read count 0, as the
     report of them says)."""
     hard = [t for t in settings.thresholds()
             if t.hard and t.signal == Signal.MEMORY_AVAILABLE and t.operator is not None and t.copied_from is None]
     eviction = _resolved(hard[0].value, capacity) if hard else 0
     return Allocatable(capacity, reservation.system_reserved.memory_bytes or 0,
-                       reservation.kube_reserved.memory_bytes or 0, eviction)
+                       reservation.kube_reserved.memory_bytes or 0, eviction, hugepages)
+
+
+def hugepage_padding_lints(settings: EvictionSettings, hugepages_bytes: int, hugepage_aware: bool,
+                           memory_capacity: int | None = None) -> list[Lint]:
+    """A `memory.available` threshold at or above the node's hugepage total when the kubelet followed subtracts
+    hugepages itself: the padding operators added for the old signal now makes it evict that much earlier."""
+    if not hugepage_aware or hugepages_bytes <= 0:
+        return []
+    lints: list[Lint] = []
+    for threshold in settings.thresholds():
+        if threshold.signal != Signal.MEMORY_AVAILABLE or threshold.operator is None or threshold.copied_from:
+            continue
+        if threshold.value.quantity is None and memory_capacity is None:
+            continue
+        value = (threshold.value.quantity.ceil_int() if threshold.value.quantity is not None
+                 else _resolved(threshold.value, memory_capacity or 0))
+        if value < hugepages_bytes:
+            continue
+        kind = "evictionHard" if threshold.hard else "evictionSoft"
+        rest = Quantity.from_int(value - hugepages_bytes, QuantityFormat.BINARY_SI)
+        lints.append(Lint(PADDED_BY_HUGEPAGES, f"{kind}.{threshold.signal.value}", _text(threshold.value),
+                          f"at or above the node's hugepage total ({hugepages_bytes} bytes), which the kubelet "
+                          "followed (HugepageAwareEviction on) already subtracts from memory.available: padding "
+                          "added for the old signal now evicts that much earlier",
+                          f"remove the padding ({kind}.{threshold.signal.value}: {rest} if it was the hugepage "
+                          "total), or turn the gate off to keep the old signal"))
+    return lints
 
 
 def lints_of(items: Sequence[Lint]) -> list[dict[str, str]]:

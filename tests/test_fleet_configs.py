@@ -114,3 +114,25 @@ def test_a_bad_node_memory_exits_2_naming_the_option_the_value_and_what_is_accep
     result = check_config("--config-only", f"--node-memory={value}", *source_args("kubeadm.yaml"))
     assert result.returncode == 2
     assert "--node-memory" in result.stderr and value in result.stderr and "16Gi" in result.stderr
+
+
+def test_the_node_kubelets_own_traps_are_named_as_its_even_when_evictds_configuration_has_none(
+        tmp_path: Path) -> None:
+    # k3s from v1.32 writes its maps as a kubelet drop-in, started with --config-dir and no --config: the kubelet
+    # has no file to default from, so its evictionHard is the drop-in's two disk signals (no memory.available),
+    # as with the older flag (k3s-io/k3s pkg/daemons/agent, kubeletConfig; docs/platforms.md).
+    dropins = tmp_path / "kubelet.conf.d"
+    dropins.mkdir()
+    (dropins / "00-k3s-defaults.conf").write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "evictionHard: {imagefs.available: 5%, nodefs.available: 5%}\n"
+        "evictionMinimumReclaim: {imagefs.available: 10%, nodefs.available: 10%}\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "evictd", "check-config", "--config-only", "-o", "json",
+                             *source_args("kubeadm.yaml"), "--kubelet-flags", f"--config-dir={dropins}"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    lints = json.loads(result.stdout)["lints"]
+    assert [(lint["source"], lint["code"], lint["key"]) for lint in lints] == [
+        ("the node's kubelet", "no-hard-threshold", "evictionHard.memory.available")]
+    assert ("warning: no-hard-threshold: the node's kubelet: evictionHard.memory.available: absent from "
+            in result.stderr)

@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from evictd.config import Configuration
 from evictd.core.config_lints import (
+    CONFIGURATION,
+    KUBELET,
     WARNING,
     Allocatable,
     Lint,
@@ -32,6 +34,7 @@ from evictd.core.engine import EngineConfig
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.handover import NO_THRESHOLDS, RACING, Handover, Mode, judge_handover
+from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.limits_enforcer import Enforcer
 from evictd.core.thresholds import derive_containerfs_thresholds
 from evictd.kubelet_file import KubeletFile
@@ -71,9 +74,11 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     memory = _memory_capacity(node_memory, read_cgroups=read_cgroups)
     semantics = configuration.semantics()
     hugepages = _hugepages(read_cgroups=read_cgroups)
-    lints = config_lints(configuration.eviction, configuration.reservation, memory.bytes)
-    lints += hugepage_padding_lints(configuration.eviction, hugepages.bytes or 0, semantics.hugepage_aware,
-                                    memory.bytes)
+    lints = _traps(configuration.eviction, CONFIGURATION, memory, hugepages, semantics.hugepage_aware)
+    if kubelet.eviction is not None:  # the traps of the node's kubelet's own configuration, once each
+        seen = {(lint.code, lint.key, lint.value) for lint in lints}
+        lints += [lint for lint in _traps(kubelet.eviction, KUBELET, memory, hugepages, semantics.hugepage_aware)
+                  if (lint.code, lint.key, lint.value) not in seen]
     for lint in lints:
         if lint.severity == WARNING:
             print(f"warning: {lint.code}: {lint}", file=sys.stderr)
@@ -153,6 +158,13 @@ def _memory_capacity(given: int | None, *, read_cgroups: bool) -> MemoryCapacity
         return MemoryCapacity(mem_total_bytes(), "this machine's /proc/meminfo MemTotal")
     except SampleError as exc:
         return MemoryCapacity(None, f"unknown ({exc})")
+
+
+def _traps(settings: EvictionSettings, source: str, memory: MemoryCapacity, hugepages: MemoryCapacity,
+           hugepage_aware: bool) -> list[Lint]:
+    """The lints of `settings`, the configuration of `source` (`evictd.core.config_lints`)."""
+    padding = hugepage_padding_lints(settings, hugepages.bytes or 0, hugepage_aware, memory.bytes)
+    return [*config_lints(settings, memory.bytes, source), *(replace(lint, source=source) for lint in padding)]
 
 
 def _lints_text(lints: Sequence[Lint]) -> str:

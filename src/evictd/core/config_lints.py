@@ -18,7 +18,7 @@ capacity from which it holds. Invariants: pure, deterministic, every lint names 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from evictd.core.kubelet_config import EvictionSettings
@@ -38,6 +38,8 @@ RESERVED_BY_HARD = {Signal.MEMORY_AVAILABLE: "memory", Signal.NODEFS_AVAILABLE: 
 # A warning is a threshold that cannot do what it says; a note a figure that differs from what people assume (a
 # soft margin above the hard threshold is how soft thresholds are meant to be used, only not reserved).
 WARNING, NOTE = "warning", "note"
+# Whose configuration a lint is about: the one evictd applies (--config), or the node's kubelet's (as found).
+CONFIGURATION, KUBELET = "configuration", "the node's kubelet"
 GIB = 1 << 30  # capacities are named in GiB, as instance sizes are
 # How a hard threshold stands to a soft one of its signal (`_hard_first`): met first at every capacity, at none,
 # from a capacity on, or up to one.
@@ -54,13 +56,15 @@ class Lint:
     detail: str
     fix: str
     severity: str = WARNING
+    source: str = CONFIGURATION
 
     def fields(self) -> dict[str, str]:
-        return {"code": self.code, "severity": self.severity, "key": self.key, "value": self.value,
-                "detail": self.detail, "fix": self.fix}
+        return {"code": self.code, "severity": self.severity, "source": self.source, "key": self.key,
+                "value": self.value, "detail": self.detail, "fix": self.fix}
 
     def __str__(self) -> str:
-        return f"{self.key}: {self.value}: {self.detail}; fix: {self.fix}"
+        where = "" if self.source == CONFIGURATION else f"{self.source}: "
+        return f"{where}{self.key}: {self.value}: {self.detail}; fix: {self.fix}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,11 +126,10 @@ def _when(kind: str, crossover: int, signal: Signal) -> str:
     return f" on nodes of {_capacity_text(crossover, signal)} and {'more' if kind == FROM else 'less'}"
 
 
-def config_lints(settings: EvictionSettings, reservation: NodeReservation,
-                 memory_capacity: int | None = None) -> list[Lint]:
-    """The traps of `settings` (and `reservation`), memory percentages resolved at `memory_capacity` bytes if
-    known; in the order of the signals' keys. Never raises for a configuration `settings.thresholds()` accepts."""
-    del reservation  # the reservations are subtracted as written; only the eviction margin is a trap
+def config_lints(settings: EvictionSettings, memory_capacity: int | None = None,
+                 source: str = CONFIGURATION) -> list[Lint]:
+    """The traps of `settings` (whose: `source`), memory percentages resolved at `memory_capacity` bytes if known;
+    in the order of the signals' keys. Never raises for a configuration `settings.thresholds()` accepts."""
     thresholds = [t for t in settings.thresholds() if t.copied_from is None and t.operator is not None]
     hard = {t.signal: t for t in thresholds if t.hard}
     soft = {t.signal: t for t in thresholds if not t.hard}
@@ -140,7 +143,7 @@ def config_lints(settings: EvictionSettings, reservation: NodeReservation,
             continue
         capacity = memory_capacity if signal == Signal.MEMORY_AVAILABLE else None
         lints += _pair_lints(signal, soft_threshold, hard_threshold, capacity)
-    return lints
+    return [replace(lint, source=source) for lint in lints]
 
 
 def _no_hard(signal: Signal, settings: EvictionSettings, soft: Threshold | None) -> Lint:

@@ -17,6 +17,7 @@ capacity from which it holds. Invariants: pure, deterministic, every lint names 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -24,7 +25,7 @@ from fractions import Fraction
 from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.reserved_memory import NodeReservation
-from evictd.core.signals import Signal
+from evictd.core.signals import EVICTD_SIGNALS, Signal
 from evictd.core.thresholds import Threshold, ThresholdValue, threshold_quantity
 
 SOFT_NEVER_FIRES = "soft-never-fires"
@@ -93,9 +94,10 @@ def _resolved(value: ThresholdValue, capacity: int) -> int:
     return threshold_quantity(value, Quantity.from_int(capacity, QuantityFormat.BINARY_SI)).ceil_int()
 
 
-def _crossover_bytes(quantity: Quantity, percentage: float) -> int:
-    """The capacity at which `percentage` of it equals `quantity`."""
-    return int(Fraction(quantity.ceil_int()) / Fraction(percentage))
+def _first_capacity_at_or_above(quantity: int, percentage: float) -> int:
+    """The least capacity C whose share, truncated as the kubelet truncates it, reaches `quantity`:
+    floor(C x percentage) >= quantity, i.e. C >= quantity / percentage (the float32 share, exactly)."""
+    return math.ceil(Fraction(quantity) / Fraction(percentage))
 
 
 def _capacity_text(capacity: int, signal: Signal) -> str:
@@ -115,9 +117,9 @@ def _hard_first(soft: ThresholdValue, hard: ThresholdValue, capacity: int | None
     if soft.quantity is None and hard.quantity is None:
         return (ALWAYS if soft.percentage <= hard.percentage else NEVER), 0
     if soft.quantity is not None:  # soft fixed, hard a share: the share overtakes it on large nodes
-        return FROM, _crossover_bytes(soft.quantity, hard.percentage)
-    assert hard.quantity is not None  # soft a share, hard fixed: the share sinks under it on small nodes
-    return UNTIL, _crossover_bytes(hard.quantity, soft.percentage)
+        return FROM, _first_capacity_at_or_above(soft.quantity.ceil_int(), hard.percentage)
+    assert hard.quantity is not None  # soft a share, hard fixed: the share stays at or under it on small nodes
+    return UNTIL, _first_capacity_at_or_above(hard.quantity.ceil_int() + 1, soft.percentage) - 1
 
 
 def _when(kind: str, crossover: int, signal: Signal) -> str:
@@ -130,7 +132,9 @@ def config_lints(settings: EvictionSettings, memory_capacity: int | None = None,
                  source: str = CONFIGURATION) -> list[Lint]:
     """The traps of `settings` (whose: `source`), memory percentages resolved at `memory_capacity` bytes if known;
     in the order of the signals' keys. Never raises for a configuration `settings.thresholds()` accepts."""
-    thresholds = [t for t in settings.thresholds() if t.copied_from is None and t.operator is not None]
+    # The kubelet's signals only: the stall family is evictd's own, its values a stall headroom, not memory.
+    thresholds = [t for t in settings.thresholds()
+                  if t.copied_from is None and t.operator is not None and t.signal not in EVICTD_SIGNALS]
     hard = {t.signal: t for t in thresholds if t.hard}
     soft = {t.signal: t for t in thresholds if not t.hard}
     lints: list[Lint] = []
@@ -152,7 +156,8 @@ def _no_hard(signal: Signal, settings: EvictionSettings, soft: Threshold | None)
     what = "memory" if signal == Signal.MEMORY_AVAILABLE else "the node's root disk"
     detail = (f"no hard {signal.value} threshold: the kubelet lets {what} run out"
               + (" (the soft one waits its grace period)" if soft is not None else "")
-              + "; an evictionHard map given replaces the kubelet's defaults unless mergeDefaultEvictionSettings")
+              + "; an evictionHard map (or --eviction-hard flag) given replaces the kubelet's defaults unless "
+              "mergeDefaultEvictionSettings")
     default = {"memory.available": "100Mi", "nodefs.available": "10%"}[signal.value]
     return Lint(NO_HARD_THRESHOLD, f"evictionHard.{signal.value}", value, detail,
                 f"add {signal.value}: {default} (the kubelet's default) to evictionHard, or set "

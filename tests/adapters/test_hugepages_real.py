@@ -92,3 +92,32 @@ def test_check_config_names_the_gate_and_the_threshold_padded_by_the_hugepage_to
                              "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\nkubeletVersion: v1.37.0\n")
     assert "HugepageAwareEviction: off (featureGates.HugepageAwareEviction: false)" in opted_out.stdout
     assert "padded-by-hugepages" not in opted_out.stderr
+
+
+SLACK_BYTES = 32 << 20  # what this machine's working set may move between two reads a moment apart
+
+
+def test_run_reads_the_node_as_the_kubelet_it_follows_does(reserved: int, tmp_path: Path) -> None:
+    # The composition of `evictd run`: the node source built from a configuration naming a 1.37 kubelet
+    # subtracts the hugepages; one naming none (v1.36) does not.
+    from evictd.config import load_configuration
+    from evictd.run.compose_node import build_stats_source
+
+    old = tmp_path / "old.yaml"
+    old.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
+    new = tmp_path / "new.yaml"
+    new.write_text(old.read_text() + "---\napiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+                   "kubeletVersion: v1.37.0\n")
+    cgroups = CgroupReader(detect_cgroup_layout())
+    try:
+        figures = []
+        for path in (old, new, old, new):  # interleaved, so a drift of the working set cannot pass for the gap
+            parts = build_stats_source(load_configuration([str(path)]), cgroups, "node-1")
+            memory = parts.source.summary([]).node.memory
+            assert memory is not None and memory.available_bytes is not None
+            figures.append(memory.available_bytes)
+    finally:
+        cgroups.close()
+    total = hugepages_bytes()
+    for gap in (figures[0] - figures[1], figures[2] - figures[3]):
+        assert abs(gap - total) <= SLACK_BYTES, (gap, total)

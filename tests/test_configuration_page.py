@@ -125,6 +125,7 @@ KUBELET_DEFAULT: dict[str, Callable[[Configuration], object]] = {
     "enforceNodeAllocatable": lambda c: c.eviction.enforce_node_allocatable,
     "localStorageCapacityIsolation": lambda c: c.eviction.local_storage_capacity_isolation,
     "kernelMemcgNotification": lambda c: c.eviction.kernel_memcg_notification,
+    "featureGates": lambda c: c.eviction.feature_gates,
     "imageGCHighThresholdPercent": lambda c: c.image_gc.high_threshold_percent,
     "imageGCLowThresholdPercent": lambda c: c.image_gc.low_threshold_percent,
     "imageMinimumGCAge": lambda c: c.image_gc.minimum_gc_age_s,

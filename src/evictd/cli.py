@@ -156,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="derive containerfs thresholds for a dedicated image filesystem")
     check.add_argument("--split-containerfs", action="store_true",
                        help="derive containerfs thresholds for split image/container filesystems")
+    check.add_argument("--node-memory", metavar="QUANTITY",
+                       help="the node's memory capacity (16Gi), to resolve memory percentages in the lints and "
+                       "compute allocatable memory (default: this machine's MemTotal; none with --config-only)")
     check.add_argument("--config-only", action="store_true",
                        help="judge the node's memory protection on the configuration alone, without reading this "
                        "machine's cgroups (checking a file off its node)")
@@ -281,7 +284,23 @@ def _check_config(args: argparse.Namespace) -> int:
     configuration = load_configuration(args.config, _flags(args), strict=args.strict, config_dir=args.config_dir)
     layout = FsLayout(dedicated_imagefs=args.dedicated_imagefs, split_containerfs=args.split_containerfs)
     return check_config(configuration, layout, _kubelet(args, configuration), read_cgroups=not args.config_only,
-                        output=args.output, strict=args.strict)
+                        output=args.output, strict=args.strict, node_memory=_node_memory(args.node_memory))
+
+
+def _node_memory(text: str | None) -> int | None:
+    """The bytes of `--node-memory` (None: not given). Raises ConfigError naming the option and what it accepts."""
+    from evictd.core.quantity import Quantity
+
+    if text is None:
+        return None
+    try:
+        value = Quantity.parse(text).ceil_int()
+    except QuantityError:
+        value = 0
+    if value <= 0:
+        raise ConfigError("must be a positive memory quantity such as 16Gi or 17179869184", key="--node-memory",
+                          value=text)
+    return value
 
 
 def _simulate(args: argparse.Namespace) -> int:

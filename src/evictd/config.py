@@ -23,6 +23,7 @@ from evictd.core.configz import configz_document, is_configz, zero_transition_pe
 from evictd.core.dropin import with_dropins
 from evictd.core.duration import format_go_duration_ns, parse_go_duration
 from evictd.core.errors import MISSING, ConfigError, DurationError, FilePath
+from evictd.core.followed import KubeletSemantics, kubelet_semantics, parse_kubelet_version
 from evictd.core.kubelet_config import (
     KUBELET_API_VERSION,
     KUBELET_KIND,
@@ -105,6 +106,8 @@ class EvictdSettings:
     container_runtime_endpoint: str = field(default=DEFAULT_ENDPOINT, metadata={"yaml": "containerRuntimeEndpoint"})
     runtime_request_timeout_s: float = field(default=10.0, metadata={"yaml": "runtimeRequestTimeout"})
     kubeconfig: str = field(default="", metadata={"yaml": "kubeconfig"})
+    # The kubelet's version, for the semantics evictd follows (`evictd.core.followed`); empty: v1.36's.
+    kubelet_version: str = field(default="", metadata={"yaml": "kubeletVersion"})
     node_condition_mode: ConditionMode = field(default=ConditionMode.EVICTD, metadata={"yaml": "nodeConditionMode"})
     node_status_update_frequency_s: float = field(default=10.0, metadata={"yaml": "nodeStatusUpdateFrequency"})
     node_status_report_frequency_s: float = field(default=300.0, metadata={"yaml": "nodeStatusReportFrequency"})
@@ -180,6 +183,10 @@ class Configuration:
     # Memory reserved for the node's daemons: only reported (`evictd.core.node_protection`), never decided on.
     reservation: NodeReservation = field(default_factory=NodeReservation)
     warnings: tuple[str, ...] = ()  # what the kubelet lets pass: ignored documents, unknown or repeated keys
+
+    def semantics(self) -> KubeletSemantics:
+        """The kubelet release followed and its gates' states (`evictd.core.followed`)."""
+        return kubelet_semantics(self.evictd.kubelet_version, self.eviction.feature_gates)
 
     def protections_wanted(self, reported_only: str | None = None) -> ProtectionWanted:
         """What this configuration asks of the protections against thrash (`evictd.core.protections`)."""
@@ -299,6 +306,7 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
             setting.metadata.get("min"),
         )
     settings = replace(settings, **changes)
+    parse_kubelet_version(settings.kubelet_version)  # a version that cannot be read fails here, naming it
     if settings.recorder_max_bytes < MIN_RECORDER_BYTES:
         raise ConfigError(f"must be at least {MIN_RECORDER_BYTES} (1 MiB)", key="recorderMaxBytes",
                           value=settings.recorder_max_bytes)

@@ -89,3 +89,16 @@ def test_a_kubelet_that_cannot_be_read_is_said_and_evictd_starts(tmp_path: Path,
     assert (f"the command line of the kubelet (PID {pid}) cannot be used: --eviction-hard: invalid value '': needs a "
             "value") in handover["kubelet_config"]
     assert daemon.stop() == 0
+
+
+def test_run_says_which_kubelet_it_follows_and_the_hugepage_gates_state(
+        tmp_path: Path, evictd_processes: list[EvictdProcess]) -> None:
+    daemon = EvictdProcess(tmp_path, kubelet="featureGates: {HugepageAwareEviction: true}\n",
+                           args=("--kubelet-config", ""))
+    evictd_processes.append(daemon)
+    said = daemon.wait_event("kubelet semantics")
+    assert (said["version"], said["hugepage_aware_eviction"]) == ("v1.36", True)
+    assert said["gate_source"] == "featureGates.HugepageAwareEviction: true"
+    assert "kubeletVersion not set" in said["version_source"]
+    daemon.wait_event("evictd started")
+    assert daemon.stop() == 0

@@ -41,6 +41,7 @@ from evictd.adapters.psi_history import PressureHistory
 from evictd.adapters.runtime_stats_worker import RuntimeStatsWorker
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.errors import EvictdError, SampleError, attempt, without_traceback
+from evictd.core.followed import hugepage_aware_available
 from evictd.core.pods import Derived, Pod, derived
 from evictd.core.signals import Reading, Signal, spec_of
 from evictd.core.summary import (
@@ -81,9 +82,12 @@ def existing_ancestor(path: str) -> str:
     return current
 
 
-def memory_stats(reading: MemoryReading, capacity_bytes: int | None, at: datetime) -> MemoryStats:
-    """Return the Summary memory block of a cgroup reading; `capacity_bytes` None means no available figure."""
+def memory_stats(reading: MemoryReading, capacity_bytes: int | None, at: datetime,
+                 hugepages_bytes: int = 0) -> MemoryStats:
+    """Return the Summary memory block of a cgroup reading; `capacity_bytes` None means no available figure.
+    `hugepages_bytes` (the node's, when the kubelet followed is hugepage-aware) is subtracted, clamped at 0."""
     available = None if capacity_bytes is None else max(capacity_bytes - reading.working_set_bytes, 0)
+    available = hugepage_aware_available(available, hugepages_bytes)
     return MemoryStats(time=at, available_bytes=available, usage_bytes=reading.usage_bytes,
                        working_set_bytes=reading.working_set_bytes)
 
@@ -126,8 +130,11 @@ class NodeStatsSource:
     def __init__(self, *, node_name: str, cgroups: CgroupReader, disk_usage: PodDiskStore,
                  kubelet_root: str, image_fs_path: str, container_fs_path: str, proc_root: str = "/proc",
                  clock: Clock = SYSTEM_CLOCK, pod_cgroups: Callable[[], Mapping[str, PodCgroup]] | None = None,
-                 runtime: Runtime = NO_RUNTIME, memory_pressure: bool = False, daemon_refaults: bool = False) -> None:
+                 runtime: Runtime = NO_RUNTIME, memory_pressure: bool = False, daemon_refaults: bool = False,
+                 hugepages: Callable[[], int] | None = None) -> None:
         self._node_name = node_name
+        # The node's hugepage capacity, read each time when the kubelet followed subtracts it (None: it does not).
+        self._hugepages = hugepages
         self._memory_pressure = memory_pressure
         self._daemon_refaults = daemon_refaults
         self._cgroups = cgroups
@@ -245,9 +252,11 @@ class NodeStatsSource:
         daemons = self._daemons(at, problems)
         if daemons is not None:
             system_containers[SYSTEM_CONTAINER_DAEMONS] = daemons
+        hugepages = self._hugepage_bytes(problems)
         node = NodeStats(
             node_name=self._node_name,
-            memory=replace(memory_stats(node_memory, capacity, at), psi=self._pressure(node_pressure, problems),
+            memory=replace(memory_stats(node_memory, capacity, at, hugepages),
+                           psi=self._pressure(node_pressure, problems),
                            reclaim=self._reclaim(lambda: procfs.vmstat_counts(self._proc_root), problems,
                                                  lambda counts: ReclaimCounters(
                                                      global_scan_pages=counts.global_scan_pages,
@@ -286,14 +295,22 @@ class NodeStatsSource:
         problems: list[SampleError] = []
         at = self._clock.wall()
         node_memory, capacity, pods_memory, _ = self._memory_readings(problems)
+        hugepages = self._hugepage_bytes(problems)
         system_containers = {}
         if pods_memory is not None:
             system_containers[SYSTEM_CONTAINER_PODS] = ContainerStats(
                 name=SYSTEM_CONTAINER_PODS, memory=memory_stats(pods_memory, pods_memory.limit_bytes, at))
         return Summary(node=NodeStats(
             node_name=self._node_name,
-            memory=memory_stats(node_memory, capacity, at) if node_memory is not None and capacity else None,
+            memory=memory_stats(node_memory, capacity, at, hugepages) if node_memory is not None and capacity else None,
             system_containers=system_containers))
+
+    def _hugepage_bytes(self, problems: list[SampleError]) -> int:
+        """The hugepage capacity to subtract from the node's memory.available: 0 when the kubelet followed does not
+        (or it cannot be read: the problem is recorded and the figure left as the kubelet's without a Node)."""
+        if self._hugepages is None:
+            return 0
+        return attempt(self._hugepages, problems) or 0
 
     def _pod_stats(self, pods: Sequence[Pod], at: datetime, problems: list[SampleError],
                    reread: bool = False, runtime_wait_s: float | None = None) -> tuple[PodStats, ...]:

@@ -1,11 +1,14 @@
-"""`evictd check-config`: the effective thresholds, who evicts on each signal beside the node's kubelet, evictd's
-own protection settings, and how the node protects its daemons' memory.
+"""`evictd check-config`: the effective thresholds, who evicts on each signal beside the node's kubelet, evictd's own
+protection settings, how the node protects its daemons' memory, and the configuration's lints
+(`evictd.core.config_lints`) with the kubelet's allocatable memory at the node's memory capacity (`--node-memory`,
+else this machine's MemTotal, the kubelet's capacity; unknown with --config-only).
 
 Warnings go to stderr: what the kubelet's lenient decoding lets pass, a configuration without any threshold (evictd
 would evict nothing), and each signal where the hand-over leaves nobody evicting or the kubelet acting before evictd
-(`evictd.core.handover`). None of them changes the exit status: the configuration is valid. With `--strict`, a
-hand-over that is not a backstop (STRICT_FAILS: a race with the kubelet, an order that cannot be checked, nobody
-evicting at all) exits EXIT_HANDOVER after the report, so that a fleet's pre-flight can gate on it.
+(`evictd.core.handover`), and each lint of severity warning (a note is in the report only). None of them changes the
+exit status: the configuration is valid. With `--strict`, a hand-over that is not a backstop (STRICT_FAILS: a race
+with the kubelet, an order that cannot be checked, nobody evicting at all) exits EXIT_HANDOVER after the report, so
+that a fleet's pre-flight can gate on it.
 """
 
 from __future__ import annotations
@@ -13,13 +16,25 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from evictd.config import Configuration
+from evictd.core.config_lints import (
+    CONFIGURATION,
+    KUBELET,
+    WARNING,
+    Allocatable,
+    Lint,
+    allocatable_memory,
+    config_lints,
+    hugepage_padding_lints,
+)
 from evictd.core.engine import EngineConfig
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.handover import NO_THRESHOLDS, RACING, Handover, Mode, judge_handover
+from evictd.core.kubelet_config import EvictionSettings
 from evictd.core.limits_enforcer import Enforcer
 from evictd.core.thresholds import derive_containerfs_thresholds
 from evictd.kubelet_file import KubeletFile
@@ -29,6 +44,8 @@ if TYPE_CHECKING:
     from evictd.core.protections import Verdict
 
 EXIT_OK = 0
+# Where a node's memory capacity is given when the configuration is checked off its node.
+NODE_MEMORY_OPTION = "--node-memory"
 # `--strict` and a hand-over that is not a backstop: the configuration is valid (not 2), the check failed.
 EXIT_HANDOVER = 1
 # The hand-over modes `--strict` fails on: judged as if evictd acted, as the verdict is.
@@ -36,7 +53,7 @@ STRICT_FAILS = (Mode.OVERLAP, Mode.NONE)
 
 
 def check_config(configuration: Configuration, layout: FsLayout, kubelet: KubeletFile, *, read_cgroups: bool,
-                 output: str, strict: bool = False) -> int:
+                 output: str, strict: bool = False, node_memory: int | None = None) -> int:
     """Print the check of `configuration` (text or json `output`) with the kubelet's `kubelet`; return 0, or with
     `strict` EXIT_HANDOVER when the hand-over is not a backstop (one line on stderr says why)."""
     from evictd.cycle.limits_choice import LIMITS, limits_choice, limits_json, limits_text
@@ -54,6 +71,20 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
         print(f"warning: {NO_THRESHOLDS}", file=sys.stderr)
     for verdict in handover.problems:
         print(f"warning: {verdict.signal}: {verdict.now}: {verdict.detail}", file=sys.stderr)
+    memory = _memory_capacity(node_memory, read_cgroups=read_cgroups)
+    semantics = configuration.semantics()
+    hugepages = _hugepages(read_cgroups=read_cgroups)
+    lints = _traps(configuration.eviction, CONFIGURATION, memory, hugepages, semantics.hugepage_aware)
+    if kubelet.eviction is not None:  # the traps of the node's kubelet's own configuration, once each
+        seen = {(lint.code, lint.key, lint.value) for lint in lints}
+        lints += [lint for lint in _traps(kubelet.eviction, KUBELET, memory, hugepages, semantics.hugepage_aware)
+                  if (lint.code, lint.key, lint.value) not in seen]
+    for lint in lints:
+        if lint.severity == WARNING:
+            print(f"warning: {lint.code}: {lint}", file=sys.stderr)
+    allocatable = (allocatable_memory(configuration.eviction, configuration.reservation, memory.bytes,
+                                      hugepages.bytes or 0)
+                   if memory.bytes is not None else None)
     limits = limits_choice(configuration, kubelet.eviction)
     if limits.enforcer is Enforcer.NOBODY:
         print(f"warning: nobody enforces {LIMITS}: {limits.reason}", file=sys.stderr)
@@ -64,6 +95,15 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
                           "handover": handover_json(handover, kubelet.note),
                           "ephemeralStorageLimits": limits_json(configuration, limits),
                           "node_protection": [finding.fields() for finding in protection],
+                          "lints": [lint.fields() for lint in lints],
+                          "kubelet_semantics": {"version": semantics.version_text,
+                                                "version_source": semantics.version_source,
+                                                "hugepage_aware_eviction": semantics.hugepage_aware,
+                                                "gate_source": semantics.gate_source,
+                                                "hugepages_bytes": hugepages.bytes,
+                                                "hugepages_source": hugepages.source},
+                          "node_memory": {"capacity_bytes": memory.bytes, "source": memory.source,
+                                          "allocatable_bytes": allocatable.bytes if allocatable else None},
                           "protections": [verdict.fields() for verdict in verdicts]}, indent=2))
         return _strict_status(handover) if strict else EXIT_OK
     eviction = configuration.eviction
@@ -71,6 +111,12 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     print()
     print(handover_text(handover_json(handover, kubelet.note)))
     print()
+    print(semantics.describe())
+    print(f"node hugepages: {hugepages.bytes if hugepages.bytes is not None else 'unknown'} bytes "
+          f"({hugepages.source}); subtracted from memory.available: "
+          f"{'yes' if semantics.hugepage_aware else 'no'}")
+    print(_lints_text(lints))
+    print(_allocatable_text(memory, allocatable))
     print(f"pressure transition period: {eviction.pressure_transition_period_s:g}s")
     print(f"max pod grace period (soft evictions): {eviction.max_pod_grace_period_s}s")
     print(f"local storage capacity isolation: {str(eviction.local_storage_capacity_isolation).lower()}")
@@ -89,6 +135,66 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     print()
     print(_node_protection_text(protection, read_cgroups=read_cgroups))
     return _strict_status(handover) if strict else EXIT_OK
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCapacity:
+    """The node memory capacity the lints resolve percentages at: `bytes` (None: unknown) and where it came from."""
+
+    bytes: int | None
+    source: str
+
+
+def _memory_capacity(given: int | None, *, read_cgroups: bool) -> MemoryCapacity:
+    """`--node-memory` if given; else, on the node (not --config-only), this machine's MemTotal, which is the
+    kubelet's memory capacity (cAdvisor's MachineInfo.MemoryCapacity); else unknown."""
+    from evictd.adapters.procfs import mem_total_bytes
+
+    if given is not None:
+        return MemoryCapacity(given, NODE_MEMORY_OPTION)
+    if not read_cgroups:
+        return MemoryCapacity(None, f"unknown (--config-only: give {NODE_MEMORY_OPTION})")
+    try:
+        return MemoryCapacity(mem_total_bytes(), "this machine's /proc/meminfo MemTotal")
+    except SampleError as exc:
+        return MemoryCapacity(None, f"unknown ({exc})")
+
+
+def _traps(settings: EvictionSettings, source: str, memory: MemoryCapacity, hugepages: MemoryCapacity,
+           hugepage_aware: bool) -> list[Lint]:
+    """The lints of `settings`, the configuration of `source` (`evictd.core.config_lints`)."""
+    padding = hugepage_padding_lints(settings, hugepages.bytes or 0, hugepage_aware, memory.bytes)
+    return [*config_lints(settings, memory.bytes, source), *(replace(lint, source=source) for lint in padding)]
+
+
+def _lints_text(lints: Sequence[Lint]) -> str:
+    from evictd.cycle.render import printable
+
+    lines = [f"configuration lints: {len(lints) or 'none'}"]
+    for lint in lints:
+        lines.append(f"  {lint.severity:<8} {lint.code}: {printable(str(lint))}")
+    return "\n".join(lines)
+
+
+def _hugepages(*, read_cgroups: bool) -> MemoryCapacity:
+    """The node's hugepage total from /sys/kernel/mm/hugepages (`evictd.adapters.hugepages`), unless --config-only."""
+    from evictd.adapters.hugepages import HUGEPAGES_ROOT, hugepages_bytes
+
+    if not read_cgroups:
+        return MemoryCapacity(None, "not read: --config-only")
+    try:
+        return MemoryCapacity(hugepages_bytes(), HUGEPAGES_ROOT)
+    except SampleError as exc:
+        return MemoryCapacity(None, f"unreadable: {exc}")
+
+
+def _allocatable_text(memory: MemoryCapacity, allocatable: Allocatable | None) -> str:
+    if allocatable is None:
+        return f"allocatable memory: {memory.source}"
+    return (f"allocatable memory: {allocatable.bytes} bytes = capacity {allocatable.capacity_bytes} ({memory.source})"
+            f" - systemReserved {allocatable.system_reserved_bytes} - kubeReserved {allocatable.kube_reserved_bytes}"
+            f" - evictionHard memory.available {allocatable.hard_eviction_bytes}"
+            + (f" - hugepages {allocatable.hugepages_bytes}" if allocatable.hugepages_bytes else ""))
 
 
 def _strict_status(handover: Handover) -> int:

@@ -110,6 +110,8 @@ class EvictionSettings:
     stall_minimum_reclaim: Mapping[str, str] = field(default_factory=dict)
     # evictd's stall gate (`evictd.core.stall_gate`, EvictdConfiguration's STALL_GATE_FIELD): on unless turned off.
     stall_requires_node_reclaim: bool = True
+    # The kubelet's featureGates, for the gates that change evictd's figures (`evictd.core.followed`).
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
 
     def thresholds(self) -> list[Threshold]:
         """Return the configured thresholds (before the layout-dependent containerfs derivation), the kubelet's
@@ -253,6 +255,15 @@ def _bool(field_name: str, value: object) -> bool:
     return value
 
 
+def _bool_map(field_name: str, value: object) -> dict[str, bool]:
+    if not isinstance(value, Mapping):
+        raise _type_error(field_name, value, "map[string]bool")
+    for key, item in value.items():
+        if not isinstance(item, bool):
+            raise _type_error(field_name, item, "bool").at(f"{field_name}[{key}]", item)
+    return {str(key): item for key, item in value.items()}
+
+
 def _string_list(field_name: str, value: object) -> tuple[str, ...]:
     if not isinstance(value, list | tuple):
         raise _type_error(field_name, value, "[]string")
@@ -320,6 +331,7 @@ def eviction_settings(document: Mapping[str, object]) -> EvictionSettings:
         "localStorageCapacityIsolation": ("local_storage_capacity_isolation", _bool),
         "kernelMemcgNotification": ("kernel_memcg_notification", _bool),
         "enforceNodeAllocatable": ("enforce_node_allocatable", _string_list),
+        "featureGates": ("feature_gates", _bool_map),
     }))
     _validate_enforce_node_allocatable(settings.enforce_node_allocatable)
     return settings

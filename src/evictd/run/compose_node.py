@@ -20,6 +20,7 @@ from evictd.adapters.cgroup_kill import pod_process_counter, pod_process_killer,
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, v1_hierarchy_root
 from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
 from evictd.adapters.filesystems import detect_layout
+from evictd.adapters.hugepages import hugepages_bytes
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor, pods_limit_events
@@ -285,6 +286,9 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
         runtime=runtime,
         memory_pressure=bool(stall_signals),
         daemon_refaults=Signal.DAEMONS_REFAULT in stall_signals,
+        # A 1.37 kubelet (or one with HugepageAwareEviction) subtracts the hugepage capacity; its Summary, read
+        # above, has it subtracted already.
+        hugepages=hugepages_bytes if config.semantics().hugepage_aware else None,
     )
     walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
                                                                pod_logs_dir=settings.pod_logs_dir),

@@ -1,7 +1,8 @@
 """What `evictd run` says at start about its thresholds and the hand-over: a loud warning (and
 `evictd_thresholds_configured` at 0 for both kinds, which the shipped alert EvictdNoThresholds fires on) when it has
 no threshold at all, then who evicts on each signal beside the node's kubelet (`evictd.core.handover`): one
-"hand-over" line, and one warning per signal where nobody evicts or the kubelet acts before evictd.
+"hand-over" line, and one warning per signal where nobody evicts or the kubelet acts before evictd. First, the
+kubelet release whose semantics it follows and the gates that change its figures (`evictd.core.followed`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ def report_handover(config: Configuration, kubelet: KubeletFile | None, log: Log
     starts acting: `evictd.run.mode_switch`)."""
     for warning in config.warnings:
         log.warning("configuration warning", detail=warning)
+    semantics = config.semantics()
+    log.info("kubelet semantics", version=semantics.version_text, version_source=semantics.version_source,
+             hugepage_aware_eviction=semantics.hugepage_aware, gate_source=semantics.gate_source)
     thresholds = [t for t in config.eviction.thresholds() if t.operator is not None]
     hard = sum(1 for t in thresholds if t.is_hard)
     metrics.thresholds_configured.labels("hard").set(hard)

@@ -18,7 +18,6 @@ capacity from which it holds. Invariants: pure, deterministic, every lint names 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -226,6 +225,3 @@ def hugepage_padding_lints(settings: EvictionSettings, hugepages_bytes: int, hug
                           "total), or turn the gate off to keep the old signal"))
     return lints
 
-
-def lints_of(items: Sequence[Lint]) -> list[dict[str, str]]:
-    return [lint.fields() for lint in items]

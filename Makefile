@@ -15,7 +15,7 @@ STAMP  := $(VENV)/.installed
 # and the metrics (deploy/monitoring), Debian's Python for the systemd unit's /opt/evictd (tests/uml: the unit's
 # ProtectHome=yes hides a pyenv under /root), groff and man to render `evictd man`, tmux as the terminal the
 # live view is tested in, zsh for `evictd completion zsh`, Debian's docker-registry (distribution 2.8) as the registry
-# a release is pushed to and pulled from (tests/deploy/test_registry_release.py runs its binary on 127.0.0.1; on a
+# a release is pushed to and pulled from (tests/deploy/test_registry_release.py, in `make test-cluster`, runs its binary on 127.0.0.1; on a
 # machine booted with systemd the package also enables and starts its own service, on :5000, which no test uses:
 # `systemctl disable --now docker-registry` stops it); with IMAGE_DEPS, buildah and mmdebstrap for the image test
 # (tests/deploy/test_image.py), and with PUSH_DEPS skopeo for `make push`.
@@ -150,8 +150,10 @@ docs: $(STAMP)
 # evictd per node; they are removed again after that module. tests/cluster/test_fleet_real.py adds them with pod
 # networks and runs the chart and a Prometheus (EVICTD_K8S_BIN/prometheus, with Kubernetes discovery) across the four.
 CLUSTER_TEST_DIRS := $(wildcard tests/cluster tests/contract)
+# The image's own tests (marked image, out of `make test`): they share the tier's builds (tests/image_build.py).
+IMAGE_TESTS := tests/deploy/test_image.py tests/deploy/test_registry_release.py
 # The commit the whole tier last passed on (gitignored; removed when a run starts): "<sha>", or "<sha>+changes"
-# when src/, tests/ or deploy/ differed from it. A change to src/evictd is resolved once this names its commit.
+# when src/, tests/ or deploy/ differed from it. A change to src/evictd or deploy/ is resolved once this names its commit.
 CLUSTER_PASSED := .test-cluster-passed
 # The pod network of the DaemonSet tests (tests/cluster/pod_network.py): a bridge, Debian's CNI plugins (not on
 # PATH: /usr/lib/cni/bridge), a DNAT rule for the kubernetes Service.
@@ -176,7 +178,7 @@ test-cluster: $(STAMP) system-deps uml-kernel helm
 		{ echo "make test-cluster needs apt-get and dpkg (etcd comes from Debian's etcd-server) and unshare" >&2; exit 2; }
 	@$(call install-missing,$(CLUSTER_DEPS))
 	rm -f $(CLUSTER_PASSED)
-	EVICTD_CLUSTER=real $(BIN)/python -m pytest -q --durations=15 $(CLUSTER_TEST_DIRS)
+	EVICTD_CLUSTER=real $(BIN)/python -m pytest -q --durations=15 $(CLUSTER_TEST_DIRS) $(IMAGE_TESTS)
 	tests/cluster/record-pass.sh > $(CLUSTER_PASSED)
 	@echo "make test-cluster passed on $$(cat $(CLUSTER_PASSED)) (written to $(CLUSTER_PASSED))"
 

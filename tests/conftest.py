@@ -162,8 +162,7 @@ def unwritable_state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator
 
 # The modules that take longest (a guest booted, an image built, for a minute or more each): collected first, so
 # that pytest-xdist's workers start them first and the rest fills the time around them (tests/run-tiers.sh).
-SLOWEST_MODULES = ("uml/test_evictd_v2.py", "uml/test_systemd_unit.py", "deploy/test_image.py",
-                   "uml/test_node_survival.py")
+SLOWEST_MODULES = ("uml/test_evictd_v2.py", "uml/test_systemd_unit.py", "uml/test_node_survival.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -3,10 +3,11 @@
 Job: clone the commit under test into a folder of its own, run `make image` there (buildah, the Debian base
 where no registry answers; deploy/build-image.sh) and hand back the OCI archive, its image reference and the
 build's own summary (`build_from_fresh_clone`; `shared_image_build` once per test session: the real-cluster
-DaemonSet, chart and fleet tests, whose manifests name the version's tag). `shared_snapshot_release` runs `make release SNAPSHOT=1` there instead (the wheel, the sdist, the
-chart package and the image, in dist/snapshot/), once per test session whichever module and pytest-xdist worker asks
-first: tests/deploy/test_image.py runs its image, tests/deploy/test_registry_release.py pushes it and its chart, and
-`make test` builds the image once. A build that fails is a test failure carrying the end of its output.
+DaemonSet, chart and fleet tests, whose manifests name the version's tag). `shared_snapshot_release` runs `make
+release SNAPSHOT=1` there instead (the wheel, the sdist, the chart package and the image, in dist/snapshot/), once
+per test session whichever module and pytest-xdist worker asks first: tests/deploy/test_image.py runs its image,
+tests/deploy/test_registry_release.py and tests/cluster/test_registry_install_real.py push it and its chart (all in
+`make test-cluster`). A build that fails is a test failure carrying the end of its output.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 # `make test`'s tiers, timed: what runs side by side and what runs alone, and why (docs/development.md, "Test
 # tiers"). Usage: tests/run-tiers.sh [PYTHON]   (default .venv/bin/python; run from the checkout's top)
 #
-#   1. parallel       every test but those marked serial or quiet_machine (and real_cluster or arena: their own
+#   1. parallel       every test but those marked serial or quiet_machine (and real_cluster, image or arena: their own
 #                     targets), on pytest-xdist workers (one module
 #                     per worker, so a module's guest or cluster is started once), its 25 slowest test phases
 #                     listed (what to look at when the suite grows slow); ruff, mypy and mkdocs beside it at nice 19
@@ -40,11 +40,11 @@ begun=$(now)
 	tier mkdocs nice -n 19 "$BIN/mkdocs" build --strict --quiet) >"$logs/lint.out" &
 lint=$!
 tier parallel "$PY" -m pytest -q -p no:cacheprovider -n "$WORKERS" --dist loadfile --durations=25 \
-	-m "not real_cluster and not arena and not serial and not quiet_machine"
+	-m "not real_cluster and not image and not arena and not serial and not quiet_machine"
 wait "$lint"
 cat "$logs/lint.out"
 # One process: the serial tests first, then the quiet_machine ones (tests/conftest.py orders them).
-tier alone "$PY" -m pytest -q -p no:cacheprovider -m "(serial or quiet_machine) and not real_cluster and not arena"
+tier alone "$PY" -m pytest -q -p no:cacheprovider -m "(serial or quiet_machine) and not real_cluster and not image and not arena"
 total=$(($(now) - begun))
 
 status=0

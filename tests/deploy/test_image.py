@@ -100,6 +100,7 @@ def test_license_is_the_apache_license_pyproject_names() -> None:
     assert 'license = "Apache-2.0"' in (REPO / "pyproject.toml").read_text(encoding="utf-8")
 
 
+@pytest.mark.image  # `make test-cluster`, not `make test` (Makefile)
 def test_image_from_a_fresh_clone_runs_evictd(image: ImageBuild, imported: Containerd, pods: PodFactory) -> None:
     tags = {tag for listed in imported.cri.list_images() for tag in listed.repo_tags}
     assert image.reference in tags
@@ -107,6 +108,7 @@ def test_image_from_a_fresh_clone_runs_evictd(image: ImageBuild, imported: Conta
     assert (code, output) == (0, f"evictd {__version__}")
 
 
+@pytest.mark.image  # `make test-cluster`, not `make test` (Makefile)
 def test_image_runs_the_daemonsets_command(image: ImageBuild, imported: Containerd, pods: PodFactory) -> None:
     # The DaemonSet starts evictd through nice(1) and ionice(1) (its priorities): both must be in the image. This
     # container is not privileged, so nice may not raise the priority and says so; evictd still runs.
@@ -116,6 +118,7 @@ def test_image_runs_the_daemonsets_command(image: ImageBuild, imported: Containe
     assert output.splitlines()[-1] == f"evictd {__version__}"
 
 
+@pytest.mark.image  # `make test-cluster`, not `make test` (Makefile)
 def test_image_holds_what_the_daemon_imports(image: ImageBuild, imported: Containerd, pods: PodFactory) -> None:
     # `evictd run` in a cluster loads the CRI client (grpc, a C++ extension) and the kubernetes client, which
     # the offline commands above never import: the base must carry their shared libraries (libstdc++).
@@ -128,6 +131,7 @@ def test_image_holds_what_the_daemon_imports(image: ImageBuild, imported: Contai
     assert (imported.cri.container_status(container_id).exit_code, output) == (0, "imported"), output
 
 
+@pytest.mark.image  # `make test-cluster`, not `make test` (Makefile)
 def test_image_reads_the_shipped_configmap_as_the_host_does(image: ImageBuild, imported: Containerd,
                                                             pods: PodFactory, tmp_path: Path) -> None:
     # The ConfigMap's config.yaml, mounted where the DaemonSet mounts it: the image's evictd derives the same
@@ -149,6 +153,7 @@ def test_image_reads_the_shipped_configmap_as_the_host_does(image: ImageBuild, i
     assert json.loads(output)["thresholds"], "the ConfigMap sets thresholds"
 
 
+@pytest.mark.image  # `make test-cluster`, not `make test` (Makefile)
 def test_image_holds_a_node_in_dry_run_through_the_daemonsets_state_mount(image: ImageBuild, imported: Containerd,
                                                                          pods: PodFactory, tmp_path: Path) -> None:
     # `kubectl exec POD -- evictd mode dry-run` (or `crictl exec` with the API down): the image's evictd, with the

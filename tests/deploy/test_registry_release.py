@@ -39,6 +39,8 @@ PUSH_TIMEOUT_S = 300.0
 # The pulled image's content (94 MB) and its unpacked snapshots (370 MB), with room to spare.
 NODE_ROOT_TMPFS_SIZE = "1g"
 
+pytestmark = pytest.mark.image  # `make test-cluster`, not `make test` (Makefile)
+
 
 @dataclass(frozen=True, slots=True)
 class Pushed:

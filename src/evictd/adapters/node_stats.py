@@ -85,7 +85,7 @@ def memory_stats(reading: MemoryReading, capacity_bytes: int | None, at: datetim
     """Return the Summary memory block of a cgroup reading; `capacity_bytes` None means no available figure."""
     available = None if capacity_bytes is None else max(capacity_bytes - reading.working_set_bytes, 0)
     return MemoryStats(time=at, available_bytes=available, usage_bytes=reading.usage_bytes,
-                       working_set_bytes=reading.working_set_bytes)
+                       working_set_bytes=reading.working_set_bytes, unfolded_bytes=reading.unfolded_bytes)
 
 
 def fs_stats(reading: FsReading, at: datetime) -> FsStats:

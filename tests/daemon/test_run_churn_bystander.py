@@ -13,7 +13,7 @@ in its container cgroup (tests/memory_tenant.py):
 Nobody needs evicting; a decision ranks the BestEffort bystander first. The pods cgroup's ``memory.stat`` can stay
 unchanged for up to 2 s on this kernel while its usage moves (a file written meanwhile reads as working set): before
 evictd confirmed a crossing only on the usage ``memory.stat`` accounts for (`evictd.core.settled`), its between-tick
-readings decided ``innocent/batch`` in 3 of 10 runs of 60 s here, ticks alone in none.
+readings decided ``innocent/batch`` in 3 of 10 runs of 60 s here (ticks alone: none in the issue's runs).
 
 `make test` runs one daemon for 5 s, memcg wake-ups on: a behaviour check, no timing asserted. The hand check sets
 ``EVICTD_BYSTANDER_RUNS`` and ``EVICTD_BYSTANDER_SECONDS`` (20 of 60 s), which also runs the ticks-only control, and

@@ -5,8 +5,9 @@ cgroup's working set to a given distance short of the threshold, counting its ow
 left out, it ate a 4 MiB margin and the base sat 8 KiB under the level, where v1's threshold events, checked every
 128 pages charged or freed, missed a crossing), says "ready", then does one of:
 
-* ``churn <folder>``: writes and deletes a 64 MiB file in `folder` 10 times a second (page cache that usage
-  counts and the working set does not);
+* ``churn <folder> [<held s>]``: writes and deletes a 64 MiB file in `folder` 10 times a second (page cache that
+  usage counts and the working set does not); with `held s`, keeps each file that long after writing it and sleeps
+  as long after deleting it (issue 76's churner: 0.05);
 * ``dip <bytes> <count>``: every 2 s holds `bytes` more for 80 ms, `count` times, then holds them for good and says
   ``held`` followed by each dip's length in ms (from the start of its allocation to the end of its release: at least
   its time past the level);
@@ -41,13 +42,16 @@ mode = sys.argv[3]
 if mode == "churn":
     chunk = b"y" * (1 << 20)
     path = os.path.join(sys.argv[4], "churn.bin")
+    held_s = float(sys.argv[5]) if len(sys.argv) > 5 else None
     while True:
         started = time.monotonic()
         with open(path, "wb") as fh:
             for _ in range(64):
                 fh.write(chunk)
+        if held_s is not None:
+            time.sleep(held_s)
         os.unlink(path)
-        time.sleep(max(0.0, 0.1 - (time.monotonic() - started)))
+        time.sleep(held_s if held_s is not None else max(0.0, 0.1 - (time.monotonic() - started)))
 elif mode == "dip":
     size, dips = int(sys.argv[4]), int(sys.argv[5])
     lasted = []

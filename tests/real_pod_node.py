@@ -60,6 +60,7 @@ class RealPodNode:
     uid: str = field(default_factory=lambda: str(uuid.uuid4()))
     container_id: str = field(default_factory=lambda: uuid.uuid4().hex + uuid.uuid4().hex)
     tree: CgroupTree = field(default_factory=CgroupTree)
+    qos_tier: str = "burstable"  # the QoS tier cgroup the pod's cgroup is in: burstable or besteffort
 
     @property
     def layout(self) -> CgroupLayout:
@@ -73,7 +74,7 @@ class RealPodNode:
 
     @property
     def pod_cgroup(self) -> str:
-        return f"{self.pods_cgroup}/burstable/pod{self.uid}"
+        return f"{self.pods_cgroup}/{self.qos_tier}/pod{self.uid}"
 
     @property
     def container_cgroup(self) -> str:
@@ -104,14 +105,27 @@ class RealPodNode:
                 f"containerRuntimeEndpoint: unix://{runtime_dir}/no-runtime.sock\n"
                 f"housekeepingInterval: {interval}\npsiWakeups: false\n" + self.evictd_settings(runtime_dir))
 
-    def manifest(self, node: str, volumes: list[dict[str, object]] | None = None) -> dict[str, object]:
-        """The pod as the API holds it (BestEffort, running on `node`), with `volumes` in its spec if given."""
-        spec: dict[str, object] = {"nodeName": node, "containers": [{"name": self.container, "image": "busybox"}]}
+    def manifest(self, node: str, volumes: list[dict[str, object]] | None = None, *,
+                 memory_request: str | None = None) -> dict[str, object]:
+        """The pod as the API holds it (running on `node`), with `volumes` in its spec if given: BestEffort, or
+        Burstable with a `memory_request` (no limit)."""
+        container: dict[str, object] = {"name": self.container, "image": "busybox"}
+        if memory_request is not None:
+            container["resources"] = {"requests": {"memory": memory_request}}
+        spec: dict[str, object] = {"nodeName": node, "containers": [container]}
         if volumes is not None:
             spec["volumes"] = volumes
         return {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid},
-                "spec": spec, "status": {"phase": "Running", "qosClass": "BestEffort"}}
+                "spec": spec, "status": {"phase": "Running",
+                                         "qosClass": "BestEffort" if memory_request is None else "Burstable"}}
+
+    def neighbour(self, namespace: str, name: str, qos_tier: str) -> RealPodNode:
+        """Another pod of this node (same pods cgroup and cgroup tree, its own tier, folders and UID); `create` it,
+        and tear the node down once, through this pod's `teardown`."""
+        return RealPodNode(kubelet_root=self.kubelet_root, pod_logs_dir=self.pod_logs_dir,
+                           pods_limit_bytes=self.pods_limit_bytes, namespace=namespace, name=name,
+                           base=self.base, tree=self.tree, qos_tier=qos_tier)
 
     def memory_file(self, cgroup: str, name: str) -> Path:
         return CGROUP_MOUNT / "memory" / cgroup / name

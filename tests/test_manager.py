@@ -27,7 +27,7 @@ class Stats:
     call was asked to measure; `rereads`: whether each call was a re-read within the cycle; `runtime_waits`: how long
     each was told to wait for the runtime (None: its deadline)."""
 
-    def __init__(self, *script: dict[str, Any] | Exception) -> None:
+    def __init__(self, *script: dict[str, Any] | Summary | Exception) -> None:
         self.script = list(script)
         self.measured: list[list[str]] = []
         self.rereads: list[bool] = []
@@ -43,7 +43,7 @@ class Stats:
         item = self.script.pop(0)
         if isinstance(item, Exception):
             raise item
-        return summary_from_dict(item)
+        return item if isinstance(item, Summary) else summary_from_dict(item)
 
 
 class Layout:

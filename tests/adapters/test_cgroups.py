@@ -230,6 +230,46 @@ def test_v1_root_memory_reads_usage_in_bytes(tree: Tree) -> None:
     assert CgroupReader(tree.layout()).memory("") == reading(6144, 1024, None)
 
 
+def write_v1_figures(folder: Path, *, usage_mib: int, rss_mib: int, cache_mib: int, kmem_mib: int | None) -> None:
+    """Set a copied v1 cgroup's usage, memory.stat total_rss and total_cache, and kernel memory (None: no file)."""
+    (folder / "memory.usage_in_bytes").write_text(f"{usage_mib * MiB}\n")
+    stat = [line for line in (folder / "memory.stat").read_text().splitlines()
+            if not line.startswith(("total_rss ", "total_cache "))]
+    (folder / "memory.stat").write_text("\n".join([*stat, f"total_rss {rss_mib * MiB}", f"total_cache {cache_mib * MiB}"])
+                                        + "\n")
+    if kmem_mib is not None:
+        (folder / "memory.kmem.usage_in_bytes").write_text(f"{kmem_mib * MiB}\n")
+
+
+# The slack the readers below allow a settled memory.stat on 2 CPUs: a 2 MiB margin and 768 KiB a CPU.
+SLACK_MIB = 3.5
+
+
+@pytest.mark.parametrize(
+    ("kmem_mib", "rss_mib", "cache_mib", "unfolded_mib"),
+    [
+        # The pods cgroup's 1600 MiB: kernel memory, anonymous memory and page cache, all accounted for.
+        pytest.param(40, 1256, 304, 0, id="settled"),
+        # 64 MiB of a file written since memory.stat last folded its per-CPU figures in: usage has it, the stat not.
+        pytest.param(40, 1256, 240, 64 - SLACK_MIB, id="a-file-not-folded-in-yet"),
+        pytest.param(40, 1256, 304 - 3, 0, id="within-the-kernels-batches"),
+        pytest.param(40, 1256, 368, 0, id="still-counting-a-file-gone-is-not-unfolded"),
+        pytest.param(None, 1256, 240, None, id="no-kernel-memory-file-no-figure"),
+    ],
+)
+def test_a_v1_signal_cgroups_reading_says_what_usage_its_memory_stat_does_not_account_for(
+        tmp_path: Path, kmem_mib: int | None, rss_mib: int, cache_mib: int, unfolded_mib: float | None) -> None:
+    tree = TREES[0]
+    root = copy_tree(tree, tmp_path)
+    write_v1_figures(root / "memory" / tree.pods, usage_mib=1600, rss_mib=rss_mib, cache_mib=cache_mib,
+                     kmem_mib=kmem_mib)
+    got = CgroupReader(tree.layout(root), cpus=2).memory(tree.pods)
+    assert got.unfolded_bytes == (None if unfolded_mib is None else int(unfolded_mib * MiB))
+    assert got.working_set_bytes == ROLE_TO_READING["pods"].working_set_bytes, "the working set as read"
+    # A pod's cgroup ranks only: read as before, no such figure.
+    assert CgroupReader(tree.layout(root), cpus=2).memory(tree.pod_paths[B_UID]).unfolded_bytes is None
+
+
 @pytest.mark.parametrize("tree", [t for t in TREES if t.version == 2], ids=lambda t: t.name)
 def test_v2_root_memory_is_anon_plus_file_of_root_memory_stat(tree: Tree) -> None:
     assert not (tree.root / "memory.current").exists()

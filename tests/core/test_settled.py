@@ -13,24 +13,28 @@ from evictd.core.engine import EngineConfig
 from evictd.core.errors import EvictdError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings
+from evictd.core.memcg import STATS_CATCH_UP_S
 from evictd.core.quantity import Quantity
 from evictd.core.settled import (
     CROSSING_HOLD_S,
     DEEP_CROSSING_BYTES,
     EARLY_CONFIRM_S,
+    accounted,
     confirming_reads,
     crossing_confirmed,
     crossing_deep,
     crossing_hold_s,
+    crossing_unsettled,
     crossings_to_confirm,
     near_crossing,
     near_unmet_crossing,
     runtime_wait_s,
     settled_usage,
+    settling_reads,
     with_node_memory,
 )
 from evictd.core.signals import Signal
-from evictd.core.summary import signal_observations
+from evictd.core.summary import SYSTEM_CONTAINER_PODS, Summary, signal_observations
 from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import Threshold, ThresholdValue
 from evictd.core.unanswered import OVERDUE_S
@@ -200,7 +204,7 @@ class MemoryStats(Stats):
         item = self.memory.pop(0)
         if isinstance(item, Exception):
             raise item
-        return summary_from_dict(item)
+        return item if isinstance(item, Summary) else summary_from_dict(item)
 
 
 def memory_manager(memory: list, *script: dict) -> tuple[EvictionManager, Evictor, ManualClock, MemoryStats]:  # type: ignore[type-arg]
@@ -343,3 +347,102 @@ def test_a_flapping_cycle_waits_the_varied_hold_and_each_confirmation_the_next_o
     assert slept == [round(crossing_hold_s(CROSSING_HOLD_S, flapping=True, count=n), 9) for n in (0, 1)] + \
         [CROSSING_HOLD_S]
     assert slept[1] > CROSSING_HOLD_S, "the second confirmation while flapping waits longer than the first"
+
+
+# --- Usage the statistics do not account for yet (issue 76 item 1) ----------------------------------------------
+
+
+def unfolded(doc: dict, node_bytes: int, pods_bytes: int | None = None) -> Summary:  # type: ignore[type-arg]
+    """`doc` parsed, with `node_bytes` (and `pods_bytes`) of usage its memory.stat does not account for yet."""
+    parsed = summary_from_dict(doc)
+    node = parsed.node
+    assert node.memory is not None
+    containers = dict(node.system_containers)
+    if pods_bytes is not None:
+        pods = containers[SYSTEM_CONTAINER_PODS]
+        containers[SYSTEM_CONTAINER_PODS] = replace(pods, memory=replace(pods.memory, unfolded_bytes=pods_bytes))
+    return replace(parsed, node=replace(node, memory=replace(node.memory, unfolded_bytes=node_bytes),
+                                        system_containers=containers))
+
+
+# 20 MiB past the threshold on figures whose statistics miss 64 MiB of usage: a 64 MiB file written since they were
+# last folded in reads as working set (the issue's churner: 38 MiB under the level, then a 64 MiB file).
+STALE = unfolded(summary(memory=Gi - 20 * Mi, pods=[pod_stats(VICTIM, memory=Gi)]), 64 * Mi)
+# 20 MiB past, 16 MiB of it not accounted for: still 4 MiB past on what memory.stat accounts for (a real crossing).
+STALE_BUT_MET = unfolded(summary(memory=Gi - 20 * Mi, pods=[pod_stats(VICTIM, memory=Gi)]), 16 * Mi)
+# 20 MiB past, 4 MiB of it not accounted for: 16 MiB past on what it accounts for, deep.
+STALE_BUT_DEEP = unfolded(summary(memory=Gi - 20 * Mi, pods=[pod_stats(VICTIM, memory=Gi)]), 4 * Mi)
+SETTLING = len(settling_reads(CROSSING_HOLD_S))
+
+
+def test_the_accounted_figures_take_the_unfolded_usage_out_of_the_working_set() -> None:
+    reading = unfolded(summary(memory=Gi - 20 * Mi, memory_ws=5 * Gi, allocatable=100 * Mi, allocatable_ws=900 * Mi),
+                       64 * Mi, 32 * Mi)
+    figures = accounted(reading)
+    assert figures.node.memory is not None and figures.node.memory.available_bytes == Gi + 44 * Mi
+    assert figures.node.memory.working_set_bytes == 5 * Gi - 64 * Mi and figures.node.memory.unfolded_bytes == 0
+    pods = figures.node.system_containers[SYSTEM_CONTAINER_PODS].memory
+    assert pods is not None and (pods.available_bytes, pods.working_set_bytes) == (132 * Mi, 868 * Mi)
+    settled = summary_from_dict(summary(memory=Gi - 20 * Mi))
+    assert accounted(settled) is settled, "nothing unfolded (0 or not known): the reading as it is"
+    assert accounted(unfolded(summary(memory=Gi), 0)).node.memory == unfolded(summary(memory=Gi), 0).node.memory
+
+
+@pytest.mark.parametrize(("reading", "unsettled", "deep"), [
+    pytest.param(STALE, True, False, id="met-only-on-usage-not-accounted-for"),
+    pytest.param(STALE_BUT_MET, False, False, id="met-on-what-is-accounted-for"),
+    pytest.param(STALE_BUT_DEEP, False, True, id="deep-on-what-is-accounted-for"),
+    pytest.param(summary_from_dict(summary(memory=Gi - 20 * Mi)), False, True, id="settled-deep"),
+    pytest.param(unfolded(summary(memory=2 * Gi), 64 * Mi), False, False, id="not-met"),
+    pytest.param(None, False, False, id="unread"),
+])
+def test_a_crossing_met_only_on_usage_its_statistics_do_not_account_for_is_unsettled_and_never_deep(
+        reading: Summary | None, unsettled: bool, deep: bool) -> None:
+    assert crossing_unsettled(HARD, reading) is unsettled
+    assert crossing_deep(HARD, reading) is deep
+
+
+def test_an_unsettled_crossing_is_read_every_hold_until_the_kernel_has_flushed_its_statistics() -> None:
+    assert settling_reads(0.1) == pytest.approx(tuple(0.1 * n for n in range(2, 26)))
+    assert settling_reads(0.1)[-1] == pytest.approx(STATS_CATCH_UP_S), "past the kernel's periodic flush (2 s)"
+    assert settling_reads(1.0) == (2.0,)
+    assert settling_reads(0.0) == ()
+
+
+@pytest.mark.parametrize(
+    ("script", "evicted", "slept_s"),
+    [
+        # Before: decided at the 5 ms reading, 20 MiB past (deep) on page cache its statistics had not counted yet.
+        pytest.param((STALE, *[STALE] * 6, GONE), False, 2 * CROSSING_HOLD_S, id="page-cache-gone-after-the-hold"),
+        pytest.param((STALE, STALE, GONE), False, 2 * EARLY_CONFIRM_S, id="page-cache-gone-within-the-hold"),
+        pytest.param((STALE, *[STALE] * 6, SHALLOW), True, 2 * CROSSING_HOLD_S, id="settled-still-met-after-the-hold"),
+        pytest.param((STALE, STALE, CROSSED), True, 2 * EARLY_CONFIRM_S, id="settled-deep-within-the-hold"),
+        pytest.param((STALE, *[STALE] * (6 + SETTLING)), True, STATS_CATCH_UP_S, id="unsettled-to-the-end-as-read"),
+        pytest.param((STALE_BUT_MET, *[STALE_BUT_MET] * 6), True, CROSSING_HOLD_S, id="met-on-what-is-accounted-for"),
+        pytest.param((STALE_BUT_DEEP, STALE_BUT_DEEP), True, EARLY_CONFIRM_S, id="deep-on-what-is-accounted-for"),
+    ],
+)
+def test_a_crossing_met_only_on_usage_not_accounted_for_is_confirmed_on_a_reading_that_accounts_for_it(
+        script: tuple, evicted: bool, slept_s: float) -> None:  # type: ignore[type-arg]
+    m, evictor, clock = manager(*script)
+    report = m.synchronize()
+    assert bool(evictor.calls) is evicted
+    assert clock.now_s == pytest.approx(slept_s)
+    assert report.observed.confirmed_after_s == pytest.approx(slept_s)
+    assert report.observed.crossing_unconfirmed is not evicted
+    stats = m._stats
+    assert isinstance(stats, Stats) and not stats.script, "every reading of the script taken, none more"
+
+
+def test_the_node_memory_alone_confirms_an_unsettled_crossing_too_and_the_decision_takes_its_figures() -> None:
+    """On readings of the node's memory alone, as the daemon confirms: the full reading after them may be stale
+    again; the cycle decides on the settled figures the confirmation judged."""
+    node_stale = unfolded(NODE_SHALLOW | {"node": NODE_SHALLOW["node"] | {"memory": {
+        "availableBytes": Gi - 20 * Mi, "workingSetBytes": 8 * Gi}}}, 64 * Mi)
+    m, evictor, clock, stats = memory_manager([NODE_SHALLOW, node_stale, *[node_stale] * 5, NODE_GONE],
+                                              SHALLOW, CROSSED)
+    report = m.synchronize()
+    assert not evictor.calls, "the full reading's crossing (deep, stale) is not what the cycle decides on"
+    assert clock.now_s == pytest.approx(2 * CROSSING_HOLD_S)
+    assert report.observed.crossing_unconfirmed
+    assert stats.memory_reads == 1 + 7, "the gate, 5 to 100 ms, then the first settling reading (200 ms)"

@@ -76,6 +76,19 @@ DRIVER_TO_CONTAINER_PATTERN = {
 V1_INACTIVE_FILE_KEY = b"total_inactive_file"
 V2_INACTIVE_FILE_KEY = b"inactive_file"
 V2_ROOT_USAGE_KEYS = (b"anon", b"file")
+# v1's memory.stat keys of what usage holds besides kernel memory: anonymous memory and page cache (shmem in it).
+V1_USAGE_PART_KEYS = (b"total_rss", b"total_cache")
+# A v1 cgroup's kernel memory, which its usage counts too.
+V1_KMEM_USAGE_FILE = "memory.kmem.usage_in_bytes"
+# A flushed memory.stat may leave this out of usage per CPU: charge stock, stat batch, flush threshold (64 pages each).
+UNFOLDED_SLACK_PER_CPU_BYTES = 3 * 64 * 4096
+# And this for the whole cgroup: usage moving between its reads; more is statistics not folded in yet (core/settled).
+UNFOLDED_MARGIN_BYTES = 2 << 20
+
+
+def unfolded_slack_bytes(cpus: int | None = None) -> int:
+    """What a settled memory.stat may still leave out on `cpus` CPUs (None: this machine's online CPUs)."""
+    return UNFOLDED_MARGIN_BYTES + (cpus or os.cpu_count() or 1) * UNFOLDED_SLACK_PER_CPU_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +119,15 @@ class CgroupLayout:
 
 @dataclass(frozen=True, slots=True)
 class MemoryReading:
-    """Memory of one cgroup; ``limit_bytes`` is None when the cgroup is unlimited."""
+    """Memory of one cgroup; ``limit_bytes`` is None when the cgroup is unlimited; ``unfolded_bytes``: of the v1 pods
+    cgroup, the usage its memory.stat does not account for yet beyond the kernel's per-CPU batches (0: settled), None
+    elsewhere or when a figure is missing."""
 
     usage_bytes: int
     inactive_file_bytes: int
     working_set_bytes: int
     limit_bytes: int | None
+    unfolded_bytes: int | None = None
 
 
 # What `pod_figures_many` reads of a v1 pod cgroup: usage, memory.stat, limit, pids.current.
@@ -154,11 +170,12 @@ class CgroupReader:
     each cycle and `close` at the end (kept descriptors, at most ``kept_cap``)."""
 
     __slots__ = ("_container_pattern", "_keep_memory", "_keep_pids", "_kept", "_memory_dir", "_pids_dir",
-                 "_pod_files", "_pod_patterns", "_pods_cgroup", "_qos_cgroups", "_read_memory", "_seen_pods", "_v1",
-                 "layout")
+                 "_pod_files", "_pod_patterns", "_pods_cgroup", "_qos_cgroups", "_read_memory", "_seen_pods",
+                 "_unfolded_slack", "_v1", "layout")
 
-    def __init__(self, layout: CgroupLayout, *, kept_cap: int | None = None) -> None:
+    def __init__(self, layout: CgroupLayout, *, kept_cap: int | None = None, cpus: int | None = None) -> None:
         self.layout = layout
+        self._unfolded_slack = unfolded_slack_bytes(cpus)  # `cpus`: online CPUs by default
         self._memory_dir = str(layout.memory_hierarchy)
         self._pids_dir = str(layout.pids_hierarchy)
         self._qos_cgroups = DRIVER_TO_QOS_CGROUPS[layout.driver]
@@ -184,7 +201,7 @@ class CgroupReader:
         self._kept.close()
 
     def _read_kept(self, path: str) -> bytes:
-        # Only `memory` reads through this, and only KEPT_FILE_NAMES (usage, stat, limit).
+        # Only `memory` reads through this: KEPT_FILE_NAMES (usage, stat, limit) and a signal cgroup's kmem usage.
         data = self._kept.read(path)
         return data if data is not None else read_file(path)
 
@@ -202,9 +219,13 @@ class CgroupReader:
                                                            with_limit=with_limit)
         elif self._v1:
             read = self._read_memory
-            usage, inactive_file = v1_settled_usage_and_inactive_file(folder, read)
+            # The pods cgroup's usage memory.stat does not count yet; the root's: none (docs/kubelet-differences.md).
+            usage, inactive_file, unfolded = v1_settled_figures(folder, read, accounted=folder != self._memory_dir)
             path = folder + "/memory.limit_in_bytes"
             limit = _limit(_uint(path, read(path)))
+            return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
+                                 working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit,
+                                 unfolded_bytes=None if unfolded is None else max(0, unfolded - self._unfolded_slack))
         elif folder == self._memory_dir:  # the v2 root: runc's anon + file of memory.stat, no limit
             path = folder + "/memory.stat"
             data = self._read_memory(path)
@@ -430,10 +451,10 @@ def _v1_files(folder: str, *, with_limit: bool) -> tuple[str, ...]:
             *((folder + "/memory.limit_in_bytes",) if with_limit else ()))
 
 
-def v1_usage(folder: str, read: Callable[[str], bytes] = read_file) -> int:
-    """Return a v1 memory cgroup folder's ``memory.usage_in_bytes`` (one read by `read`). Raises SampleError naming
-    the file."""
-    path = folder + "/memory.usage_in_bytes"
+def v1_usage(folder: str, read: Callable[[str], bytes] = read_file, name: str = "memory.usage_in_bytes") -> int:
+    """Return a v1 memory cgroup folder's ``memory.usage_in_bytes`` (or the usage file `name`; one read by `read`).
+    Raises SampleError naming the file."""
+    path = folder + "/" + name
     return _uint(path, read(path))
 
 
@@ -449,6 +470,31 @@ def v1_settled_usage_and_inactive_file(folder: str, read: Callable[[str], bytes]
     (`settled_usage`). Raises SampleError naming the file."""
     usage, inactive_file = v1_usage_and_inactive_file(folder, read)
     return settled_usage(usage, v1_usage(folder, read)), inactive_file
+
+
+def v1_settled_figures(folder: str, read: Callable[[str], bytes] = read_file, *,
+                       accounted: bool) -> tuple[int, int, int | None]:
+    """`v1_settled_usage_and_inactive_file`, and (`accounted`: the pods cgroup) the part of that usage memory.stat
+    does not account for: usage less kernel memory, ``total_rss`` and ``total_cache`` (< 0: it still counts memory
+    gone); None when not `accounted` or a figure is missing. Raises SampleError naming the file."""
+    usage = v1_usage(folder, read)
+    stat_path = folder + "/memory.stat"
+    stat = read(stat_path)
+    inactive_file = flat_keyed_value(stat_path, stat, V1_INACTIVE_FILE_KEY)
+    kernel: int | None = None
+    if accounted:
+        try:
+            kernel = v1_usage(folder, read, V1_KMEM_USAGE_FILE)
+        except SampleError:  # a kernel without v1 kernel memory accounting: no such figure
+            kernel = None
+    usage = settled_usage(usage, v1_usage(folder, read))
+    if kernel is None:
+        return usage, inactive_file, None
+    try:
+        parts = sum(flat_keyed_value(stat_path, stat, key) for key in V1_USAGE_PART_KEYS)
+    except SampleError:
+        return usage, inactive_file, None
+    return usage, inactive_file, usage - kernel - parts
 
 
 @overload

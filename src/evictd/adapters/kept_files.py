@@ -3,14 +3,14 @@
 Each such file is a kernfs ``seq_file`` whose ``show`` runs again on a read at offset 0, so a kept descriptor reads
 the value of now for a third of open + read + close. Checked fresh, each on a real kernel (tests/adapters):
 v1 ``memory.usage_in_bytes``, ``memory.stat``, ``memory.limit_in_bytes``, ``pids.current`` (NOT ``cgroup.procs`` or
-``tasks``: v1 hands out the PID list built at open); v2 ``memory.current``, ``memory.stat``, ``memory.max``,
-``pids.current``.
+``tasks``: v1 hands out the PID list built at open), and the pods cgroup's ``memory.kmem.usage_in_bytes``; v2
+``memory.current``, ``memory.stat``, ``memory.max``, ``pids.current``.
 
-Invariants: only `KEPT_FILE_NAMES` on ``cgroup``/``cgroup2`` mounts are kept (`keeps_files_in`; fixtures on tmpfs
-would read stale); `read` returns None instead of failing, so the caller's open + read reports as without this
-cache, and a failing descriptor is closed first (a re-created cgroup is a new node); at most ``cap`` descriptors
-(`kept_files_cap`), `sweep` closes those unread since the last sweep, `close` all; O_CLOEXEC; one lock around
-look-up, ``pread`` and close, so no descriptor number is reused under a reader.
+Invariants: only `KEPT_FILE_NAMES` (and that kmem file) on ``cgroup``/``cgroup2`` mounts are kept (`keeps_files_in`;
+fixtures on tmpfs would read stale); `read` returns None instead of failing, so the caller's open + read reports as
+without this cache, and a failing descriptor is closed first (a re-created cgroup is a new node); at most ``cap``
+descriptors (`kept_files_cap`), `sweep` closes those unread since the last sweep, `close` all; O_CLOEXEC; one lock
+around look-up, ``pread`` and close, so no descriptor number is reused under a reader.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def memory_stats(reading: MemoryReading, capacity_bytes: int | None, at: datetim
     available = None if capacity_bytes is None else max(capacity_bytes - reading.working_set_bytes, 0)
     available = hugepage_aware_available(available, hugepages_bytes)
     return MemoryStats(time=at, available_bytes=available, usage_bytes=reading.usage_bytes,
-                       working_set_bytes=reading.working_set_bytes)
+                       working_set_bytes=reading.working_set_bytes, unfolded_bytes=reading.unfolded_bytes)
 
 
 def fs_stats(reading: FsReading, at: datetime) -> FsStats:

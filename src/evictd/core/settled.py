@@ -5,7 +5,10 @@ Memory signals are usage less inactive file, from files the kernel does not upda
    dropped between the reads then never makes the working set read higher than it was at either moment.
 2. A memory threshold newly met (not held met nor in grace) is confirmed before the cycle decides
    (`crossings_to_confirm`): readings at `confirming_reads` (5, 10, 20, 40, 80 ms, then the hold's end); one met by
-   more than `DEEP_CROSSING_BYTES` is decided there (`crossing_deep`), one no longer met decides nothing. While the
+   more than `DEEP_CROSSING_BYTES` is decided there (`crossing_deep`), one no longer met decides nothing. Only
+   usage ``memory.stat`` accounts for confirms (`accounted`): a crossing met only by usage its statistics do not
+   count yet (page cache written since they were last folded in may be all of it) is read again at `settling_reads`
+   until it is not, or `STATS_CATCH_UP_S` after the first reading (`crossing_unsettled`). While the
    memory flaps the hold varies over [hold, 2 x hold) (`crossing_hold_s`) so a periodic tenant cannot dodge it.
    Where the source reads the node's memory alone, confirming reads are those, then one full reading whose node
    memory figures are the last confirming ones (`with_node_memory`).
@@ -20,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
+from evictd.core.memcg import STATS_CATCH_UP_S
 from evictd.core.signals import Operator, Signal, spec_of
 from evictd.core.summary import SYSTEM_CONTAINER_PODS, MemoryStats, Observation, Summary, signal_observations
 from evictd.core.thresholds import Threshold, threshold_quantity, thresholds_met
@@ -62,6 +66,39 @@ def confirming_reads(hold_s: float, *, flapping: bool) -> tuple[float, ...]:
     return (*reads, hold_s)
 
 
+def settling_reads(hold_s: float) -> tuple[float, ...]:
+    """Return when a crossing still unsettled at the hold's end is read again, seconds after the first reading: every
+    `hold_s` after the hold, up to `STATS_CATCH_UP_S` (past the kernel's periodic flush of its statistics)."""
+    if hold_s <= 0:
+        return ()
+    return tuple(hold_s * step for step in range(2, int(STATS_CATCH_UP_S / hold_s + 1e-9) + 1))
+
+
+def accounted(summary: Summary) -> Summary:
+    """Return `summary` with the node's and the pods cgroup's working sets less the usage their statistics do not
+    account for yet (`MemoryStats.unfolded_bytes`), their available memory more: what a crossing is confirmed on."""
+    node = summary.node
+    memory = _accounted(node.memory)
+    containers = node.system_containers
+    pods = containers.get(SYSTEM_CONTAINER_PODS)
+    pods_memory = None if pods is None else _accounted(pods.memory)
+    if memory is node.memory and (pods is None or pods_memory is pods.memory):
+        return summary
+    if pods is not None and pods_memory is not pods.memory:
+        containers = MappingProxyType({**containers, SYSTEM_CONTAINER_PODS: replace(pods, memory=pods_memory)})
+    return replace(summary, node=replace(node, memory=memory, system_containers=containers))
+
+
+def _accounted(memory: MemoryStats | None) -> MemoryStats | None:
+    if memory is None or not memory.unfolded_bytes:
+        return memory
+    unfolded = memory.unfolded_bytes
+    return replace(memory, unfolded_bytes=0,
+                   available_bytes=None if memory.available_bytes is None else memory.available_bytes + unfolded,
+                   working_set_bytes=None if memory.working_set_bytes is None
+                   else max(0, memory.working_set_bytes - unfolded))
+
+
 def with_node_memory(summary: Summary, reading: Summary) -> Summary:
     """Return `summary` (a full reading) with the node and pods cgroup memory figures of `reading` (the node's memory
     alone, read just before): the cycle decides on the figures the confirmation judged. Missing figures are kept."""
@@ -79,7 +116,7 @@ def _memory_of(full: MemoryStats | None, read: MemoryStats | None) -> MemoryStat
     if full is None or read is None:
         return full
     return replace(full, time=read.time, available_bytes=read.available_bytes, usage_bytes=read.usage_bytes,
-                   working_set_bytes=read.working_set_bytes)
+                   working_set_bytes=read.working_set_bytes, unfolded_bytes=read.unfolded_bytes)
 
 
 def settled_usage(usage_before_bytes: int, usage_after_bytes: int) -> int:
@@ -115,11 +152,20 @@ def crossing_confirmed(crossed: Sequence[Threshold], summary: Summary | None) ->
     return bool(thresholds_met(crossed, signal_observations(summary), enforce_min_reclaim=False))
 
 
+def crossing_unsettled(crossed: Sequence[Threshold], summary: Summary | None) -> bool:
+    """True when `summary` has one of `crossed` met, but none on the usage its statistics account for (`accounted`):
+    read again (`settling_reads`) before it confirms."""
+    if summary is None or not crossing_confirmed(crossed, summary):
+        return False
+    return not crossing_confirmed(crossed, accounted(summary))
+
+
 def crossing_deep(crossed: Sequence[Threshold], summary: Summary | None) -> bool:
-    """True when `summary` has one of `crossed` met by more than `DEEP_CROSSING_BYTES`: decided without the hold."""
+    """True when `summary` has one of `crossed` met by more than `DEEP_CROSSING_BYTES` on the usage its statistics
+    account for (`accounted`): decided without the hold."""
     if summary is None:
         return False
-    observations = signal_observations(summary)
+    observations = signal_observations(accounted(summary))
     return any((past := _bytes_past(threshold, observations)) is not None and past > DEEP_CROSSING_BYTES
                for threshold in crossed)
 

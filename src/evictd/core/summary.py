@@ -65,7 +65,9 @@ class ReclaimCounters:
 @dataclass(frozen=True, slots=True)
 class MemoryStats:
     """Memory usage of the node, a system container, a pod or a container; `psi`: its pressure stall; `reclaim`:
-    evictd's reclaim counters (`ReclaimCounters`)."""
+    evictd's reclaim counters (`ReclaimCounters`); `unfolded_bytes`: evictd's, of the pods cgroup's cgroup v1
+    reading, the usage the statistics the working set was taken from do not account for yet (0: none past the
+    kernel's batches; None: not known), which the working set may overstate (`evictd.core.settled`)."""
 
     time: datetime | None = None
     available_bytes: int | None = None
@@ -76,6 +78,7 @@ class MemoryStats:
     major_page_faults: int | None = None
     psi: PsiStats | None = None
     reclaim: ReclaimCounters | None = None
+    unfolded_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +197,7 @@ _POD_STATS_SETTERS = _slot_setters(PodStats)
 def pod_memory_stats(time: datetime, usage_bytes: int, working_set_bytes: int) -> MemoryStats:
     """Return ``MemoryStats(time=time, usage_bytes=usage_bytes, working_set_bytes=working_set_bytes)``."""
     (set_time, set_available, set_usage, set_working_set, set_rss, set_page_faults, set_major_page_faults, set_psi,
-     set_reclaim) = _MEMORY_STATS_SETTERS  # one name a field: a field added to MemoryStats fails here, loudly
+     set_reclaim, set_unfolded) = _MEMORY_STATS_SETTERS  # one name a field: a field added to MemoryStats fails here
     stats = _new_object(MemoryStats)
     set_time(stats, time)
     set_available(stats, None)
@@ -205,6 +208,7 @@ def pod_memory_stats(time: datetime, usage_bytes: int, working_set_bytes: int) -
     set_major_page_faults(stats, None)
     set_psi(stats, None)
     set_reclaim(stats, None)
+    set_unfolded(stats, None)
     return stats
 
 

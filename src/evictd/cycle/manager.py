@@ -46,9 +46,11 @@ from evictd.core.settled import (
     crossing_confirmed,
     crossing_deep,
     crossing_hold_s,
+    crossing_unsettled,
     crossings_to_confirm,
     memory_thresholds_met,
     runtime_wait_s,
+    settling_reads,
     with_node_memory,
 )
 from evictd.core.signals import Signal, spec_of
@@ -266,7 +268,8 @@ class EvictionManager:
                             flapping: bool) -> tuple[Summary | None, float, float]:
         """Read the stats again to confirm `crossed`: the reading the cycle decides on, its time and its delay after
         the first (a failed read is a cycle error). Readings at `confirming_reads`' times; the first with the
-        crossing gone deep or gone is it, else the hold's end."""
+        crossing gone deep or gone is it, else the hold's end, or while the crossing is met only on usage the
+        statistics do not account for yet, the first of `settling_reads` that is not (the last: as it reads)."""
         hold_s = crossing_hold_s(self._crossing_hold_s, flapping=flapping, count=self._holds_while_flapping)
         if flapping:
             self._holds_while_flapping += 1
@@ -275,7 +278,7 @@ class EvictionManager:
         read_memory = None if flapping else self._memory_reading(crossed)
         summary: Summary | None = None
         reading: Summary | None = None
-        for at in confirming_reads(hold_s, flapping=flapping):
+        for at in (*confirming_reads(hold_s, flapping=flapping), *settling_reads(hold_s)):
             self._clock.sleep(max(0.0, at - (self._clock.monotonic() - start)))
             if read_memory is not None:
                 reading = self._read_memory_again(read_memory)
@@ -283,6 +286,8 @@ class EvictionManager:
             else:
                 confirming = summary = self._read_again(pods, errors, "to confirm a crossing", reread=True)
             if confirming is None or not crossing_confirmed(crossed, confirming) or crossing_deep(crossed, confirming):
+                break
+            if at >= hold_s and not crossing_unsettled(crossed, confirming):
                 break
         if read_memory is not None:  # the decision's reading, the node's memory as the confirmation judged it
             summary = self._read_again(pods, errors, "to confirm a crossing", reread=True)

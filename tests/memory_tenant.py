@@ -86,7 +86,7 @@ def start_tenant(real_pod: RealPodNode, level_available_bytes: int, under_level_
     """Start the tenant (`args`: its mode, see the module's description) in the pod's container cgroup and return
     once the pods cgroup's working set is `under_level_bytes` short of leaving `level_available_bytes` available.
     `on_time`: at a real-time priority (SCHED_FIFO 1), so that its sleeps end on time on a loaded machine (the
-    parallel test tier runs 6 workers on 2 cores: a normal tenant's 80 ms dip lasted over 100 ms there)."""
+    parallel test tier runs 4 workers on 2 cores: a normal tenant's 80 ms dip lasted over 100 ms there)."""
 
     def prepare() -> None:
         for hierarchy in ("memory", "pids"):

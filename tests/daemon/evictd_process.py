@@ -64,7 +64,8 @@ class EvictdProcess:
             [*wrapper, sys.executable, "-m", "evictd", "run", "--config", str(config), *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             # Each process its own node lock unless the test names one (tests stand for several nodes at once).
-            env={**os.environ, NODE_LOCK_ENV: str(tmp_path / "node.lock"), **(env or {})},
+            # PYTHONFAULTHANDLER: a daemon that does not stop is sent SIGABRT and prints every thread's stack (`stop`).
+            env={**os.environ, NODE_LOCK_ENV: str(tmp_path / "node.lock"), "PYTHONFAULTHANDLER": "1", **(env or {})},
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -173,7 +174,14 @@ class EvictdProcess:
     def stop(self, timeout: float = 15.0) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout=timeout)
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # Where it hangs: faulthandler prints each thread's stack to stderr on SIGABRT.
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(timeout=10)
+            raise AssertionError(f"evictd did not stop within {timeout} s of SIGTERM; its threads at SIGABRT:\n"
+                                 f"{self.stderr()[-6000:]}") from None
         self._reader.join(timeout=5)
         while not self._queue.empty():
             event = self._queue.get()

@@ -131,6 +131,12 @@ class Waiter:
         self._by_fd = {}
         self._poll = self._new_poll()
 
+    @property
+    def wakeup_fd(self) -> int:
+        """The self-pipe's write end (non-blocking): for `signal.set_wakeup_fd`, so that a signal delivered to another
+        thread still ends the main thread's `wait`."""
+        return self._write_fd
+
     def wake(self) -> None:
         """Make the current or next `wait` return ``["signal"]``. Async-signal-safe; no-op once closed."""
         # A full pipe already holds a pending wake-up; a pipe closed by close() (-1) has nobody left to wake.

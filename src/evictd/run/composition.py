@@ -160,7 +160,8 @@ def build_basics(config: Configuration, log: Log, metrics: Metrics, never_acts: 
     never = settings.dry_run if never_acts is None else never_acts
     runtime = RuntimeSlot(kill_processes=None if never else pod_process_killer(cgroups))
     return Basics(config=config, node_name=node_name, log=log, metrics=metrics, waiter=waiter,
-                  stop=StopSignal(waiter.wake, settings.shutdown_timeout_s, log, exit=exit_after_logs),
+                  stop=StopSignal(waiter.wake, settings.shutdown_timeout_s, log, exit=exit_after_logs,
+                                   wakeup_fd=waiter.wakeup_fd),
                   runtime=runtime, run=run,
                   decision=CurrentDecision(run), cgroup_layout=layout, cgroups=cgroups,
                   write_behind=WriteBehind(log), clock=clock)

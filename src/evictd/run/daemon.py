@@ -231,8 +231,8 @@ class Daemon:
                     self.log.exception("clean-up at stop failed")
             self._stop_parts()
             self.systemd.close()
+            self.stop.close()  # before the waiter closes the descriptor signals write to
             self.waiter.close()
-            self.stop.close()
         self.log.info("evictd stopped", cycles=cycle)
         return 0
 

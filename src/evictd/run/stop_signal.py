@@ -56,8 +56,12 @@ class StopSignal:
     `install` and `close`."""
 
     def __init__(self, wake: Callable[[], None], deadline_s: float, log: Log,
-                 exit: Callable[[int], object] = os._exit) -> None:
+                 exit: Callable[[int], object] = os._exit, wakeup_fd: int | None = None) -> None:
         self.deadline_s = deadline_s
+        # The kernel may deliver SIGTERM to any thread; Python runs the handler in the main thread only once it runs
+        # bytecode again. Written to by the C-level handler, this descriptor ends the main thread's poll at once.
+        self._wakeup_fd = wakeup_fd
+        self._wakeup_set = False
         self.reason = ""
         self._requested = False
         self._wake = wake
@@ -88,13 +92,19 @@ class StopSignal:
 
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
+        if self._wakeup_fd is not None:
+            signal.set_wakeup_fd(self._wakeup_fd, warn_on_full_buffer=False)
+            self._wakeup_set = True
 
     def _deadline_passed(self) -> None:
         self._log.error("shutdown deadline passed with the cycle still running; exiting", deadline_s=self.deadline_s)
         self._exit(EXIT_SHUTDOWN_DEADLINE)
 
     def close(self) -> None:
-        """The loop has finished: disarm the deadline and end its watchdog."""
+        """The loop has finished: disarm the deadline and end its watchdog; signals write to no descriptor again."""
+        if self._wakeup_set:
+            signal.set_wakeup_fd(-1)
+            self._wakeup_set = False
         if self._deadline is not None:
             self._deadline.disarm()
             self._deadline = None

@@ -1,6 +1,9 @@
 """The `evictd` command line: `check-config`, `simulate`, `shadow-report`, `record export`, `replay` and `explain`
 (offline), `run` (the daemon) and `mode` (the node-local switch to dry-run that `run` reads).
 
+Over 500 lines because it is the one parser of every subcommand and option (bash and zsh completion are generated
+from it); each command's work lives in evictd.commands.
+
 Exit status: 0 success; 2 bad configuration or scenario (one line on stderr naming the key and the value,
 never a traceback), or `run` finding the node or its stateDir still locked by another evictd (one line naming
 the holder's PID and the lock file) or a lock file that is not a regular file; 1 `check-config --strict` judging a

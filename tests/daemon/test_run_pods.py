@@ -174,7 +174,12 @@ def test_page_cache_turned_active_crosses_with_no_charge_and_the_memory_watch_de
         pod_process.do(f"read {cached} 2")
         read_at = time.time()
         usage = int(real_pod.memory_file(real_pod.pods_cgroup, "memory.usage_in_bytes").read_text())
-        assert usage - usage_before < 16 * MiB, "reading a cached file charges (almost) nothing"
+        # Reading cached pages charges nothing, but the host's own reclaim may have taken some of them meanwhile
+        # (a CI run's read charged 22 MiB, the suite's files filling the host's memory): what the test needs is that
+        # the usage stays short of the level the first cycle armed, about `before - 200 MiB` above the usage then.
+        charged, to_level = usage - usage_before, int(before) - 200 * MiB
+        assert charged < to_level - 16 * MiB, \
+            f"the read charged {charged >> 20} MiB, within 16 MiB of the usage level {to_level >> 20} MiB away"
         try:
             # The tick is an hour away: only a look can bring the decision within this wait. (The look comes within
             # 0.25 s at a steady margin; memory.stat may fold the per-CPU counts in up to 2 s late.)

@@ -87,9 +87,9 @@ def refresh(sensors: Sensors, summary_: Summary | None) -> list[str]:
 
 def test_refresh_ignores_missing_allocatable_notifiers_without_a_pods_container(waiter: Waiter) -> None:
     memcg = memcg_set("evictd-test-absent/kubepods")
-    notifiers = Sensors(waiter, memcg, ())
+    sensors = Sensors(waiter, memcg, ())
     try:
-        assert refresh(notifiers, memory_summary(pods_container=False)) == []
+        assert refresh(sensors, memory_summary(pods_container=False)) == []
         # Only the node-level notifier and its drop watch, registered on this machine's real root memory cgroup.
         assert waiter.notifiers == (memcg,)
         assert [n.description for n in (*memcg.levels, *memcg.drop_watches)] == NODE_NOTIFIERS
@@ -102,9 +102,9 @@ def test_refresh_ignores_missing_allocatable_notifiers_without_a_pods_container(
 
 def test_refresh_reports_a_pods_cgroup_it_cannot_watch(waiter: Waiter) -> None:
     memcg = memcg_set("evictd-test-absent/kubepods")
-    notifiers = Sensors(waiter, memcg, ())
+    sensors = Sensors(waiter, memcg, ())
     try:
-        (problem,) = refresh(notifiers, memory_summary(pods_container=True))
+        (problem,) = refresh(sensors, memory_summary(pods_container=True))
         assert problem.startswith("hard allocatable memory eviction threshold: "
                                   "/sys/fs/cgroup/memory/evictd-test-absent/kubepods/")
         assert "No such file or directory" in problem
@@ -116,9 +116,9 @@ def test_refresh_reports_a_pods_cgroup_it_cannot_watch(waiter: Waiter) -> None:
 
 def test_refresh_reports_incomplete_node_memory(waiter: Waiter) -> None:
     memcg = memcg_set("evictd-test-absent/kubepods")
-    notifiers = Sensors(waiter, memcg, ())
+    sensors = Sensors(waiter, memcg, ())
     try:
-        (problem,) = refresh(notifiers, memory_summary(pods_container=False, usage=False))
+        (problem,) = refresh(sensors, memory_summary(pods_container=False, usage=False))
         assert problem.startswith("hard memory eviction threshold: summary node.memory: summary was incomplete.")
         assert waiter.notifiers == (memcg,), "kept in the waiter, to be armed at the next refresh"
         assert memcg.levels == memcg.drop_watches == ()
@@ -133,11 +133,11 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
         assert waiter.notifiers == (psi,), "cgroup v2: PSI only"
         memcg = memcg_set("evictd-test-absent/kubepods")
         try:
-            notifiers = Sensors(waiter, memcg, (psi,))
-            assert arm(notifiers, failing_cycle(MEMORY_CONFIG)) == []
+            sensors = Sensors(waiter, memcg, (psi,))
+            assert arm(sensors, failing_cycle(MEMORY_CONFIG)) == []
             assert memcg.levels == (), "no stats: nothing to compute a level from"
             assert waiter.notifiers == (memcg, psi)
-            assert refresh(notifiers, memory_summary(pods_container=False)) == []
+            assert refresh(sensors, memory_summary(pods_container=False)) == []
             assert waiter.notifiers == (memcg, psi)
             assert memcg.fileno() >= 0 and psi.fileno() >= 0, "both still open (fileno raises once closed)"
             assert [n.description for n in memcg.levels] == ["hard memory eviction threshold"]
@@ -187,12 +187,12 @@ def test_the_v2_memory_watch_is_handed_each_cycles_readings_and_polled_beside_th
     settings = eviction_settings({"evictionHard": {"allocatableMemory.available": "1Gi"}, "enforceNodeAllocatable": []})
     thresholds = tuple(settings.thresholds())
     watch = memory_watch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
-    notifiers = Sensors(waiter, None, (), [watch])
-    assert arm(notifiers, failing_cycle(MEMORY_CONFIG), thresholds, time.monotonic()) == []
+    sensors = Sensors(waiter, None, (), [watch])
+    assert arm(sensors, failing_cycle(MEMORY_CONFIG), thresholds, time.monotonic()) == []
     assert waiter.notifiers == (watch,)
     assert waiter.wait(0.2) == [], "no stats: nothing watched"
     report = with_summary(run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0], memory_summary(pods_container=True))
-    assert arm(notifiers, report, thresholds, time.monotonic()) == []
+    assert arm(sensors, report, thresholds, time.monotonic()) == []
     assert waiter.wait(5.0) == ["memory_watch"]
     assert watch.description == "hard allocatableMemory.available threshold"
 
@@ -207,12 +207,12 @@ def test_the_pid_watch_is_handed_each_cycles_observations_and_polled_beside_the_
     settings = eviction_settings({**config, "enforceNodeAllocatable": []})
     thresholds = tuple(settings.thresholds())
     watch = count_watch(Reading.PIDS, interval_s=10.0, monotonic=time.monotonic, proc_root=str(tmp_path))
-    notifiers = Sensors(waiter, None, (), [watch])
-    assert arm(notifiers, failing_cycle(config), thresholds, time.monotonic()) == []
+    sensors = Sensors(waiter, None, (), [watch])
+    assert arm(sensors, failing_cycle(config), thresholds, time.monotonic()) == []
     assert waiter.notifiers == (watch,)
     assert waiter.wait(0.2) == [], "no stats: nothing watched"
     report = run(config, [{"at": 0, "summary": summary(pids=(2048, 1500), time=stamp(0))}]).reports[0]
-    assert arm(notifiers, report, thresholds, time.monotonic()) == []
+    assert arm(sensors, report, thresholds, time.monotonic()) == []
     assert waiter.wait(5.0) == ["pid_watch"]
     assert watch.description == "hard pid.available threshold"
 
@@ -221,7 +221,7 @@ def test_a_notifier_that_stays_unavailable_is_logged_once_and_once_more_when_it_
     with temporary_cgroup(CGROUP_MOUNT / "memory") as base:
         memcg = memcg_set(f"{base.name}/kubepods")  # not there yet: the pods notifier cannot be armed
         log = LogCapture()
-        notifiers = ArmSensors(Sensors(waiter, memcg, ()), Metrics(), log)
+        arm_sensors = ArmSensors(Sensors(waiter, memcg, ()), Metrics(), log)
         base_report = run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0]
 
         def cycle(number: int) -> None:
@@ -229,7 +229,7 @@ def test_a_notifier_that_stays_unavailable_is_logged_once_and_once_more_when_it_
             # are given time to finish before the next cycle.
             report = with_summary(base_report, memory_summary(pods_container=True))
             plan = Plan(None, arm=arming(number * 11.0, MEMCG_THRESHOLDS, report.observed.summary, {}))
-            notifiers(Cycle(number=number, report=report, state=EngineState(), started_at=number * 11.0,
+            arm_sensors(Cycle(number=number, report=report, state=EngineState(), started_at=number * 11.0,
                             duration_s=0.01, wall=datetime.now(UTC), plan=plan))
             deadline = time.monotonic() + 10
             while memcg.rearming and time.monotonic() < deadline:

@@ -36,8 +36,8 @@ from evictd.observe.metrics import Metrics
 from evictd.run.compose_node import (
     PathLayout,
     build_memcg_notifiers,
-    build_notifiers,
     build_psi_notifiers,
+    build_sensors,
     build_stats_source,
     psi_judge,
 )
@@ -261,9 +261,9 @@ def test_stall_thresholds_gated_on_reclaim_need_the_nodes_own_figures(tmp_path: 
 ])
 def test_the_pid_watch_is_built_for_a_pid_threshold_on_the_nodes_own_stats(
         tmp_path: Path, kubelet: str, evictd: str, built: bool) -> None:
-    with notifiers_of(tmp_path, kubelet, f"cgroupfsPath: {FIXTURE_V2}\nmemcgWakeups: false\npsiWakeups: false\n"
-                      + evictd) as notifiers:
-        counts = [(type(watch), watch.cause) for watch in notifiers.watches if watch.cause == "pid_watch"]
+    with sensors_of(tmp_path, kubelet, f"cgroupfsPath: {FIXTURE_V2}\nmemcgWakeups: false\npsiWakeups: false\n"
+                      + evictd) as sensors:
+        counts = [(type(watch), watch.cause) for watch in sensors.watches if watch.cause == "pid_watch"]
         assert counts == ([(TargetWatch, "pid_watch")] if built else [])
 
 
@@ -273,8 +273,8 @@ def watch_of(sensors: Sensors, cause: str) -> object | None:
 
 
 @contextmanager
-def notifiers_of(tmp_path: Path, kubelet: str, evictd: str) -> Iterator[Sensors]:
-    """The wake-ups `build_notifiers` builds for a node configured with `kubelet` and `evictd` (YAML bodies), closed
+def sensors_of(tmp_path: Path, kubelet: str, evictd: str) -> Iterator[Sensors]:
+    """The wake-ups `build_sensors` builds for a node configured with `kubelet` and `evictd` (YAML bodies), closed
     after the block."""
     path = tmp_path / "node.yaml"
     path.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n" + kubelet
@@ -282,12 +282,12 @@ def notifiers_of(tmp_path: Path, kubelet: str, evictd: str) -> Iterator[Sensors]
     config = load_configuration([str(path)])
     basics = build_basics(config, structlog.get_logger("test"), Metrics())
     try:
-        notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.log,
-                                    EngineConfig.from_settings(config.eviction), monotonic=basics.clock.monotonic)
+        sensors = build_sensors(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.log,
+                                EngineConfig.from_settings(config.eviction), monotonic=basics.clock.monotonic)
         try:
-            yield notifiers
+            yield sensors
         finally:
-            for watch in (*notifiers.watches, notifiers.memcg):
+            for watch in (*sensors.watches, sensors.memcg):
                 if watch is not None:
                     watch.close()
     finally:
@@ -306,16 +306,16 @@ def test_the_memory_watch_looks_on_v1_beside_the_memcg_levels_and_on_v2_alone(
         tmp_path: Path, fixture: Path, wakeups: str, watch: bool, memcg: bool) -> None:
     # On v1 a usage level cannot announce a crossing that charges nothing (page cache turned active): the watch
     # looks there too (tests/daemon/test_run_pods.py has the real crossing).
-    with notifiers_of(tmp_path, "evictionHard: {memory.available: 100Mi}\n",
-                      f"cgroupfsPath: {fixture}\nmemcgWakeups: {wakeups}\npsiWakeups: false\n") as notifiers:
-        memory_watch = watch_of(notifiers, "memory_watch")
+    with sensors_of(tmp_path, "evictionHard: {memory.available: 100Mi}\n",
+                      f"cgroupfsPath: {fixture}\nmemcgWakeups: {wakeups}\npsiWakeups: false\n") as sensors:
+        memory_watch = watch_of(sensors, "memory_watch")
         assert isinstance(memory_watch, TargetWatch) is watch
         if isinstance(memory_watch, TargetWatch):  # the levels' backstop on v1 is paced for a faster fill
             assert memory_watch.rate_per_s == (
                 V1_BACKSTOP_FILL_BYTES_PER_S if fixture == FIXTURE_V1 else ASSUMED_FILL_BYTES_PER_S)
             # on v2, where it is the only wake-up, its steady pace follows what a look costs; on v1 it is fixed
             assert memory_watch.look_budget is (fixture != FIXTURE_V1)
-        assert (notifiers.memcg is not None) is memcg
+        assert (sensors.memcg is not None) is memcg
 
 
 DAEMONS_HARD = "stallEvictionHard: {evictd.io/daemons.refault: '50%'}\n"
@@ -329,12 +329,12 @@ DAEMONS_HARD = "stallEvictionHard: {evictd.io/daemons.refault: '50%'}\n"
 ])
 def test_the_daemons_refault_watch_is_built_for_its_threshold_on_the_nodes_own_stats(
         tmp_path: Path, evictd: str, built: bool) -> None:
-    with notifiers_of(tmp_path, "", f"cgroupfsPath: {FIXTURE_V2}\nmemcgWakeups: false\npsiWakeups: false\n"
-                      + evictd) as notifiers:
-        watch = watch_of(notifiers, "daemons_refault_watch")
+    with sensors_of(tmp_path, "", f"cgroupfsPath: {FIXTURE_V2}\nmemcgWakeups: false\npsiWakeups: false\n"
+                      + evictd) as sensors:
+        watch = watch_of(sensors, "daemons_refault_watch")
         assert (watch is not None) == built
-        notifiers.arm(Arming(0.0, shares={Reading.DAEMONS_MEMORY_REFAULT: (5000,)}))  # as a cycle leaves it unmet
-        assert (watch is not None and watch in notifiers.waiter.notifiers) == built
+        sensors.arm(Arming(0.0, shares={Reading.DAEMONS_MEMORY_REFAULT: (5000,)}))  # as a cycle leaves it unmet
+        assert (watch is not None and watch in sensors.waiter.notifiers) == built
 
 
 def test_without_system_slice_the_daemons_signal_is_named_absent_at_start(tmp_path: Path) -> None:

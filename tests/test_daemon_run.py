@@ -21,12 +21,13 @@ from evictd.config import eviction_settings
 from evictd.core.engine import EngineConfig, Eviction
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
+from evictd.core.memcg_levels import Watch
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import Pod
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
-from evictd.core.wake import NOTIFICATION_FOLLOW_UPS_S, Arming, Watch, flap_cycle_s
+from evictd.core.wake import NOTIFICATION_FOLLOW_UPS_S, Arming, flap_cycle_s
 from evictd.cycle.finished import Cycle
 from evictd.cycle.manager import EvictionManager
 from evictd.cycle.report import CycleReport

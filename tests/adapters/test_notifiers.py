@@ -35,11 +35,12 @@ from evictd.adapters.psi_history import PressureHistory
 from evictd.adapters.sensors import MemcgNotifierSet, Sensors
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import STATS_CATCH_UP_S, memcg_threshold_bytes
+from evictd.core.memcg_levels import MemoryFigures, Watch
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal, StallKind
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
 from evictd.core.thresholds import Threshold, ThresholdValue
-from evictd.core.wake import MemoryFigures, Watch, arming
+from evictd.core.wake import arming
 from polling import wait_until
 from real_cgroups import ScriptedChild, memory_stall, temporary_cgroup
 

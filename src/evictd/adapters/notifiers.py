@@ -21,9 +21,10 @@ from typing import Protocol
 
 from evictd.adapters import procfs
 from evictd.core.errors import SampleError
+from evictd.core.memcg_levels import Watch, notifier_description
 from evictd.core.psi import format_us, psi_trigger
 from evictd.core.thresholds import Threshold
-from evictd.core.wake import Wake, Watch, notifier_description
+from evictd.core.wake import Wake
 
 # The self-pipe is drained in reads of this size; a pipe holds 64 KiB by default.
 PIPE_DRAIN_BYTES = 65536

@@ -37,9 +37,24 @@ from evictd.adapters.notifiers import (
 from evictd.core import wake
 from evictd.core.errors import SampleError
 from evictd.core.memcg import armed_inactive_file
+from evictd.core.memcg_levels import (
+    Figures,
+    Firing,
+    MemcgState,
+    MemoryFigures,
+    Registration,
+    Watch,
+    memcg_after_cycle,
+    memcg_fired,
+    memcg_installed,
+    memcg_may_change_decision,
+    memcg_rechecked,
+    memcg_registered,
+    notifier_description,
+)
 from evictd.core.signals import Reading, spec_of
 from evictd.core.thresholds import Threshold
-from evictd.core.wake import Wake, Watch
+from evictd.core.wake import Wake
 
 T = TypeVar("T")
 # On v2, a look's cost is measured over this many looks at a time: about two 10 ms ticks of a tick-accounting kernel.
@@ -332,7 +347,7 @@ class MemcgNotifierSet:
         """`fresh_inactive_file`: the hierarchy root's inactive file now (/proc/meminfo); None: none."""
         self.thresholds = tuple(t for t in thresholds if spec_of(t.signal).memcg_watched)
         pods_dir = os.path.join(memory_root, pods_cgroup.strip("/"))
-        self._model = wake.MemcgState.of(
+        self._model = MemcgState.of(
             self.thresholds, [pods_dir if spec_of(t.signal).reading is Reading.PODS_MEMORY else memory_root
                               for t in self.thresholds], memory_root)
         self.fresh_inactive_file = fresh_inactive_file  # None: memory.stat's figure alone
@@ -343,9 +358,9 @@ class MemcgNotifierSet:
         # Each registered eventfd's threshold index, which notifier of it, and the notifier.
         self._by_fd: dict[int, tuple[int, Watch, MemcgThresholdNotifier]] = {}
         self._lock = threading.Lock()  # the model, the slots, `_by_fd` and the epoll set: the loop's and the thread's
-        self._jobs: queue.SimpleQueue[wake.Registration | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Registration | None] = queue.SimpleQueue()
         # The places with a registration in the thread's hands, each with the newer one asked for meanwhile.
-        self._pending: dict[tuple[int, Watch], wake.Registration | None] = {}
+        self._pending: dict[tuple[int, Watch], Registration | None] = {}
         self._failures: list[NotifierFailure] = []
         self.cause = Wake.MEMCG
         self.description = "memory eviction thresholds"
@@ -403,18 +418,18 @@ class MemcgNotifierSet:
         figures = self._read_figures(self._model.cgroup_dirs[index] for index, _, _ in fired)
         now = self._monotonic()
         with self._lock:
-            firings = [wake.Firing(index, watch, watch is Watch.LEVEL and notifier is self._slots[Watch.LEVEL][index])
+            firings = [Firing(index, watch, watch is Watch.LEVEL and notifier is self._slots[Watch.LEVEL][index])
                        for index, watch, notifier in fired]
-            self._model, needing, registrations = wake.memcg_fired(self._model, firings, figures, now)
+            self._model, needing, registrations = memcg_fired(self._model, firings, figures, now)
         self.cause = Wake.MEMCG if any(needing) or not fired else Wake.MEMCG_REARM
         named = [notifier for (_, _, notifier), needs in zip(fired, needing, strict=True) if needs] or \
             [notifier for _, _, notifier in fired]
         self.description = ", ".join(notifier.description for notifier in named)
         self._submit(registrations)
 
-    def _read_figures(self, folders: Iterable[str]) -> dict[str, wake.Figures | None]:
+    def _read_figures(self, folders: Iterable[str]) -> dict[str, Figures | None]:
         """Usage and the inactive file to arm with of each folder, read once each; None where a read failed."""
-        figures: dict[str, wake.Figures | None] = {}
+        figures: dict[str, Figures | None] = {}
         for folder in dict.fromkeys(folders):
             read = _quietly(v1_settled_usage_and_inactive_file, folder)
             fresh = self._fresh_root_inactive() if read is not None and folder == self._model.memory_root else None
@@ -445,7 +460,7 @@ class MemcgNotifierSet:
                         for index, reading in closely.items()]
         now = self._monotonic()
         with self._lock:
-            self._model, crossed = wake.memcg_rechecked(self._model, unwatched_read, closely_read, now)
+            self._model, crossed = memcg_rechecked(self._model, unwatched_read, closely_read, now)
         if crossed:
             self.cause = Wake.MEMCG
             self.description = ", ".join(crossed)
@@ -457,9 +472,9 @@ class MemcgNotifierSet:
             folders = self._model.known_folders
         figures = self._read_figures(folders)
         with self._lock:
-            return wake.memcg_may_change_decision(self._model, figures)
+            return memcg_may_change_decision(self._model, figures)
 
-    def update(self, figures: Mapping[Threshold, wake.MemoryFigures | SampleError], now: float
+    def update(self, figures: Mapping[Threshold, MemoryFigures | SampleError], now: float
                ) -> list[NotifierFailure]:
         """Follow the `figures` of a cycle that began at `now` (`memcg_after_cycle`); the notifiers that failed since
         the last call (the first arming's are registered here and now)."""
@@ -467,7 +482,7 @@ class MemcgNotifierSet:
             errors, self._failures = self._failures, []
         fresh_root = self._fresh_root_inactive() if self._model.watches_root else None
         with self._lock:
-            self._model, followed = wake.memcg_after_cycle(self._model, figures, fresh_root, cycle_at=now,
+            self._model, followed = memcg_after_cycle(self._model, figures, fresh_root, cycle_at=now,
                                                       now=self._monotonic())
         errors += [NotifierFailure(self.thresholds[index], Watch.LEVEL, exc) for index, exc in followed.unreadable]
         if followed.at_once:
@@ -477,7 +492,7 @@ class MemcgNotifierSet:
             self._submit(followed.registrations)
         return errors
 
-    def _arm(self, registration: wake.Registration) -> NotifierFailure | None:
+    def _arm(self, registration: Registration) -> NotifierFailure | None:
         """Register `registration` in its place (a watch at <= 0 or beside no level: none); the failure, which leaves
         the place empty. Any thread."""
         index, watch, level = registration.index, registration.watch, registration.level
@@ -487,7 +502,7 @@ class MemcgNotifierSet:
         if watch is Watch.LEVEL or not (level <= 0 or no_level):
             try:
                 new = MemcgThresholdNotifier(
-                    self._model.cgroup_dirs[index], level, wake.notifier_description(self.thresholds[index], watch),
+                    self._model.cgroup_dirs[index], level, notifier_description(self.thresholds[index], watch),
                     cause=Wake.MEMCG if watch is Watch.LEVEL else Wake.MEMCG_REARM,
                     usage_seen=registration.usage_bytes)
             except SampleError as exc:
@@ -507,7 +522,7 @@ class MemcgNotifierSet:
                 return False
             slots = self._slots[watch]
             old, slots[index] = slots[index], new
-            self._model = wake.memcg_installed(self._model, index, watch, None if new is None else new.threshold_bytes)
+            self._model = memcg_installed(self._model, index, watch, None if new is None else new.threshold_bytes)
             if new is not None:
                 self._by_fd[new.fileno()] = (index, watch, new)
                 self._epoll.register(new.fileno(), select.EPOLLIN)
@@ -516,7 +531,7 @@ class MemcgNotifierSet:
                 old.close()  # closing the eventfd also takes it out of the epoll set
             return True
 
-    def _submit(self, registrations: Iterable[wake.Registration]) -> None:
+    def _submit(self, registrations: Iterable[Registration]) -> None:
         """Hand `registrations` to the thread, one at a time per place; the newest asked meanwhile follows it."""
         for registration in registrations:
             key = (registration.index, registration.watch)
@@ -538,7 +553,7 @@ class MemcgNotifierSet:
                     self._jobs.put(newer)
                 elif registration.watch is Watch.LEVEL:
                     # The kernel watches the newest level now.
-                    self._model = wake.memcg_registered(self._model, registration.index)
+                    self._model = memcg_registered(self._model, registration.index)
                 if failure is not None:
                     self._failures.append(failure)
 

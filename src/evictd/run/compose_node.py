@@ -1,5 +1,5 @@
 """The node side of `evictd run`'s composition: the stats source (the node's own, or the kubelet's Summary), the
-filesystem layout, the wake-ups between ticks (`build_notifiers`: memcg levels (v1), the memory watch, PSI, the
+filesystem layout, the wake-ups between ticks (`build_sensors`: memcg levels (v1), the memory watch, PSI, the
 refault and pid watches), and what a container runtime brings once it answers: node-level reclaim and periodic GC
 (`attach_runtime`), upkept after each cycle.
 
@@ -211,7 +211,7 @@ class StatsParts:
 
 
 
-def build_notifiers(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader, waiter: Waiter,
+def build_sensors(settings: EvictdSettings, layout: CgroupLayout, cgroups: CgroupReader, waiter: Waiter,
                     log: Log, engine_config: EngineConfig,
                     stall_gate: Callable[[], StallGate] | None = None,
                     note_pressure: Callable[[], None] = lambda: None,

@@ -7,7 +7,7 @@ What is built follows docs/daemon.md's table "What `evictd run` acts through dep
 starts no thread and waits for nothing, except the node and stateDir locks taken first (`state_lock`: stateDir is
 read as things are built) and `protect_self` (memory lock, oom_score_adj). What runs beside the loop is started by
 `Daemon.start`. `build_daemon` reads as its builders, each building one side whole: `build_basics`,
-`build_cluster`, `build_stats_source`, `build_engine_state`, `build_manager`, `build_runtime`, `build_notifiers`,
+`build_cluster`, `build_stats_source`, `build_engine_state`, `build_manager`, `build_runtime`, `build_sensors`,
 `build_hooks`, `build_parts`; the API side lives in compose_cluster.py, the node side in compose_node.py, neither
 importing this module.
 """
@@ -98,7 +98,7 @@ from evictd.run.compose_node import (
     ReportOnlyReclaimer,
     StatsParts,
     attach_runtime,
-    build_notifiers,
+    build_sensors,
     build_stats_source,
     runtime_upkeep,
 )
@@ -311,7 +311,7 @@ class Observers:
 
 def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats: StatsParts,
                 cluster: ClusterParts | None, state_file: EngineStateFile | None, link: RuntimeLink,
-                notifiers: Sensors, start_state: EngineState, health: Health) -> Hooks:
+                sensors: Sensors, start_state: EngineState, health: Health) -> Hooks:
     """What runs around each cycle and at stop: metrics, logs, saved state, live view, cluster bookkeeping, runtime
     upkeep, the notifiers' re-arming, OOM feedback, the flight recorder and, last, the C heap's trim."""
     settings, metrics, log = basics.settings, basics.metrics, basics.log
@@ -330,7 +330,7 @@ def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats
     after_cycle.append(log_refused_figures(log, metrics, stats.refused))
     after_cycle.append(watch_blind_signals(log, metrics, health, lambda: signals_without_source(basics)))
     # The wake-ups are re-armed before anything that may wait on the API server or the runtime.
-    after_cycle.append(ArmSensors(notifiers, metrics, log))
+    after_cycle.append(ArmSensors(sensors, metrics, log))
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics, basics.waiter.pending))
     # After the hooks that log, export and record the kills: a restart never counts them again.
@@ -471,7 +471,7 @@ def build_daemon(
                                                                 None if never_acts else mode.dry_run))
     link = build_runtime(basics, node, cluster, stats.source.memory_reading(),
                          dry_run=None if never_acts else mode.dry_run)
-    notifiers = build_notifiers(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.log,
+    sensors = build_sensors(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.log,
                                 engine_config, lambda: manager.state.stall_gate, stats.note_pressure,
                                 stats.note_firing, monotonic=basics.clock.monotonic)
     health = Health(settings.housekeeping_interval_s, stopping=basics.stop.is_set)
@@ -481,10 +481,10 @@ def build_daemon(
     report_protections(basics, "evictd only reports (dry run, or no Kubernetes API)"
                        if never_acts or cluster is None else None)
     hooks = build_hooks(basics, observers, mode=mode, stats=stats, cluster=cluster,
-                        state_file=state_file, link=link, notifiers=notifiers, start_state=start_state,
+                        state_file=state_file, link=link, sensors=sensors, start_state=start_state,
                         health=health)
     return Daemon(manager, LoopSettings(settings.housekeeping_interval_s, basics.node_name, reported_only, max_cycles),
-                  Wakeups(notifiers, basics.stop, basics.clock), Reporting(basics.metrics, health, log), hooks,
+                  Wakeups(sensors, basics.stop, basics.clock), Reporting(basics.metrics, health, log), hooks,
                   build_parts(basics, cluster, link, stats, health, serve_http))
 
 

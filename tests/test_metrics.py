@@ -169,7 +169,7 @@ def test_known_label_values_are_exported_at_zero_from_the_start() -> None:
     assert sample(metrics, "evictd_oom_kills_too_late_total", activity="grace-period") == 0
     assert sample(metrics, "evictd_oom_kills_too_late_total", activity="idle") is None, "idle is never too late"
     assert sample(metrics, "evictd_errors_total", source="runtime") == 0
-    for cause in ("timer", "memcg", "memcg_rearm", "psi", "signal", "eviction"):  # docs/daemon.md's list of causes
+    for cause in ("timer", "memcg", "memcg_rearm", "psi", "signal", "eviction"):  # docs/wake-ups.md's list of causes
         assert sample(metrics, "evictd_wakeups_total", cause=cause) == 0
 
 

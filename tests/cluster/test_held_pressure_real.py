@@ -36,7 +36,7 @@ INTERVAL_S = 10.0  # housekeepingInterval as shipped
 # evictd's Lease renewal interval as shipped (a quarter of nodeLeaseDurationSeconds, 40 s), up to 4 % later.
 LEASE_RENEW_S = DEFAULT_LEASE_DURATION_S * RENEW_INTERVAL_FRACTION
 # The crossing's cycles: the one the memcg notification woke, its follow-ups until one sees the threshold met,
-# and the confirmation a second later, all within the follow-up delays' sum after the first (docs/daemon.md,
+# and the confirmation a second later, all within the follow-up delays' sum after the first (docs/wake-ups.md,
 # "The rule under sustained pressure").
 CROSSING_CYCLES = 1 + len(NOTIFICATION_FOLLOW_UPS_S)
 CROSSING_S = sum(NOTIFICATION_FOLLOW_UPS_S) + 1.0  # and a second of slack for a loaded machine

@@ -367,7 +367,7 @@ def test_the_eviction_api_is_granted_only_by_the_optional_manifest_its_docs_name
                                   "name": EVICTION_API_ROLE}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]
     command = "kubectl apply -f deploy/kubernetes/eviction-api-rbac.yaml"
-    for doc in (K8S / "README.md", REPO / "docs" / "daemon.md", REPO / "docs" / "configuration.md"):
+    for doc in (K8S / "README.md", REPO / "docs" / "kubernetes-api.md", REPO / "docs" / "configuration.md"):
         assert "eviction-api-rbac.yaml" in doc.read_text(encoding="utf-8"), doc
     assert command in (K8S / "README.md").read_text(encoding="utf-8")
 

@@ -5,7 +5,7 @@ daemon's `PodDiskStore`. A process, not a thread: a walking thread holds the int
 (bench/disk_walk_isolation.py), and a niced child (`DEFAULT_NICE`) yields the CPU to the daemon. JSON lines:
 daemon -> child ``{"pods": [[uid, namespace, name], ...]}`` when the wanted pods change; child -> daemon one line per
 completed round (``pod``, ``at_monotonic``, ``at_wall``, ``volumes``, ``logs``, ``problem``). The child's pace is
-docs/daemon.md's; it exits when stdin closes or at SIGTERM. `DiskWalkerProcess`: one thread reads lines into the
+docs/disk-usage.md's; it exits when stdin closes or at SIGTERM. `DiskWalkerProcess`: one thread reads lines into the
 store, another writes wanted pods (the cycle never writes to a pipe); a failed child is restarted after a growing
 delay, figures aging meanwhile.
 """

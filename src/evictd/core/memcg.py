@@ -1,10 +1,10 @@
 """The kubelet's memcg threshold arithmetic and evictd's watches beside it, as pure functions.
 
 The kubelet (``UpdateThreshold``, KUBELET_SPEC §13) registers the usage level at which a threshold would be met,
-``capacity - thresholdQuantity(capacity) + inactiveFile``, refreshed when strictly more than 10 s passed. evictd adds
-a *drop watch* a step below usage and an *approach watch* halfway to the level (docs/daemon.md, "Wake-ups"); a
-firing is judged on two fresh figures before it earns a cycle; near the level, or while ``memory.stat`` lags, the
-figures are read closely for a while. No I/O, no clock; errors use the kubelet's texts; a level may be <= 0.
+``capacity - thresholdQuantity(capacity) + inactiveFile``, refreshed when strictly more than 10 s passed. evictd adds a
+*drop watch* a step below usage and an *approach watch* halfway to the level (docs/memory-watch.md, "Usage thresholds on
+cgroup v1"); a firing is judged on two fresh figures before it earns a cycle; near the level, or while ``memory.stat``
+lags, the figures are read closely for a while. No I/O, no clock; errors use the kubelet's texts; a level may be <= 0.
 """
 
 from __future__ import annotations

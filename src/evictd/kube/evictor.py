@@ -1,15 +1,15 @@
 """Evicting a pod through the Kubernetes API, with a local fallback when the API cannot be reached.
 
-In this order (docs/daemon.md, "Evicting a pod through the API"): the decision to the journal first; for threshold
-evictions a status PATCH with the `DisruptionTarget` condition alone (UID-checked); `DELETE` with the engine's grace
-period and a UID precondition; a Warning `Evicted` Event with the offending-container annotations and the decision
+In this order (docs/kubernetes-api.md, "Evicting a pod through the API"): the decision to the journal first; for
+threshold evictions a status PATCH with the `DisruptionTarget` condition alone (UID-checked); `DELETE` with the engine's
+grace period and a UID precondition; a Warning `Evicted` Event with the offending-container annotations and the decision
 id. A failed step stays pending in the journal and is retried every cycle (`replay`). An immediate eviction (hard
 threshold, local storage) also stops the pod on the node at once, on a thread beside the writes, through the runtime
-(`local_kill`) or its cgroup (`RuntimeSlot`), as the kubelet kills what it evicts itself. After an unanswered
-request the API is not asked again for a while (`evictd.core.unanswered`). A pod gone or replaced before our DELETE
-ends the entry (never evicted twice); after it, a 404 or refused UID means the eviction happened. With
-`softEvictionsThroughEvictionAPI` a soft eviction POSTs `pods/{name}/eviction` instead (`post_eviction`, off the
-loop; 429/403 raise EvictionRefused); only an accepted one is journaled (`note_api_eviction`), never stopped locally.
+(`local_kill`) or its cgroup (`RuntimeSlot`), as the kubelet kills what it evicts itself. After an unanswered request
+the API is not asked again for a while (`evictd.core.unanswered`). A pod gone or replaced before our DELETE ends the
+entry (never evicted twice); after it, a 404 or refused UID means the eviction happened. With
+`softEvictionsThroughEvictionAPI` a soft eviction POSTs `pods/{name}/eviction` instead (`post_eviction`, off the loop;
+429/403 raise EvictionRefused); only an accepted one is journaled (`note_api_eviction`), never stopped locally.
 """
 
 from __future__ import annotations

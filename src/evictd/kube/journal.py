@@ -4,8 +4,8 @@ An eviction is journaled *before* anything is sent; each step that succeeds is r
 when every API step is done, so an API outage or a restart loses nothing and retries the rest. Finished evictions
 are remembered a while so no pod is evicted twice. In memory entries are immutable and typed (`ApiStep`,
 `Outcome`); in the file steps are flags and outcomes sit in `extra` (`entry_to_json`, `entry_from_json`). The file
-is JSON, replaced atomically; an unusable file or a failed write never stops or hides an eviction (docs/daemon.md,
-"State").
+is JSON, replaced atomically; an unusable file or a failed write never stops or hides an eviction
+(docs/state-and-recording.md, "State").
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ unusable records are expired. At `start` a live holder is waited for up to `stat
 `NodeLeaseHeldError` (exit 2); a crashed holder on this boot is taken over at once. `standby_reason` says why evictd
 must not act: the Lease lost to another live holder, or lapsed for a duration since the last successful request,
 except while the API does not answer (nobody can take it then). A lost Lease is taken back once its holder stops
-renewing (not exiting: a restart loop); a clean stop releases it (docs/daemon.md).
+renewing (not exiting: a restart loop); a clean stop releases it (docs/kubernetes-api.md).
 """
 
 from __future__ import annotations

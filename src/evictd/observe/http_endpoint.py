@@ -3,7 +3,7 @@
 Over 500 lines because it is the whole of what a client can make evictd do: the health answers, the render and
 request budgets and the authorization hand-off are one server's rules (the reviews themselves are elsewhere).
 Health answers are cheap: `/healthz` compares the loop's last cycle end with the clock (no I/O, no lock).
-The endpoint listens on the pod IP, so no client that can reach it may hurt the node guard (docs/daemon.md's
+The endpoint listens on the pod IP, so no client that can reach it may hurt the node guard (docs/logs-and-metrics.md's
 `/metrics` and `/healthz` paragraph lists the limits, the constants below). A response is built whole before it is
 sent, so `/metrics` holds the metrics' locks only while the page is generated; renderings have a budget
 (RENDERS_PER_S): faster clients get the last page rendered. Requests beyond REQUESTS_PER_S wait in the kernel's

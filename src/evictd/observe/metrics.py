@@ -1,5 +1,5 @@
-"""Prometheus metrics of the daemon, fed from cycle reports: docs/daemon.md's metrics table says what each one means and
-which kubelet metric it matches (KUBELET_SPEC §14).
+"""Prometheus metrics of the daemon, fed from cycle reports: docs/logs-and-metrics.md's metrics table says what each one
+means and which kubelet metric it matches (KUBELET_SPEC §14).
 
 Every metric lives in a registry of its own (not the process-global one), so a test can build as many daemons as
 it likes. Label values known in advance (signals, causes, sources, scopes) are exported at zero from the start.

@@ -5,7 +5,7 @@ Two evictd on a node would both evict; two on a stateDir would overwrite each ot
 and `<stateDir>/evictd.lock`, before anything in stateDir is touched. The kernel releases a lock however its holder
 ends; the file stays (removing it would let two processes lock two files). A lock file is opened without following
 symlinks and must be a regular file (`LockFileError`, exit 2). Waiting (`stateLockTimeout`, `StateLockError`) and
-an uncreatable file (logged, run without) are docs/daemon.md's "State".
+an uncreatable file (logged, run without) are docs/state-and-recording.md's "State".
 """
 
 from __future__ import annotations

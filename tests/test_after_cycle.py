@@ -1,4 +1,5 @@
-"""The after-cycle hooks (src/evictd/run/after_cycle.py): the sensors armed as a cycle's plan says (`ArmSensors`).
+"""The after-cycle hooks (src/evictd/run/after_cycle.py), and the sensors armed as a cycle's plan says (`Sensors.arm`,
+called by the loop, which logs the notifiers that fail: `NotifierLog` in src/evictd/run/daemon.py).
 
 The memcg notifiers are registered on this machine's root memory cgroup.
 """
@@ -33,11 +34,12 @@ from evictd.core.signals import Reading
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import Threshold
-from evictd.core.wake import Plan, arming
+from evictd.core.wake import arming
 from evictd.cycle.finished import Cycle
 from evictd.cycle.report import CycleReport
 from evictd.observe.metrics import Metrics
-from evictd.run.after_cycle import ArmSensors, log_sample_problems
+from evictd.run.after_cycle import log_sample_problems
+from evictd.run.daemon import NotifierLog
 from log_capture import LogCapture
 from real_cgroups import CGROUP_MOUNT, temporary_cgroup
 
@@ -221,16 +223,16 @@ def test_a_notifier_that_stays_unavailable_is_logged_once_and_once_more_when_it_
     with temporary_cgroup(CGROUP_MOUNT / "memory") as base:
         memcg = memcg_set(f"{base.name}/kubepods")  # not there yet: the pods notifier cannot be armed
         log = LogCapture()
-        arm_sensors = ArmSensors(Sensors(waiter, memcg, ()), Metrics(), log)
+        sensors = Sensors(waiter, memcg, ())
+        notifiers = NotifierLog(Metrics(), log)
         base_report = run(MEMORY_CONFIG, [memory_step(0, 8 * Gi)]).reports[0]
 
         def cycle(number: int) -> None:
             # 11 s apart: past the 10 s re-arm every time; the registrations (made in the notifier set's thread)
             # are given time to finish before the next cycle.
             report = with_summary(base_report, memory_summary(pods_container=True))
-            plan = Plan(None, arm=arming(number * 11.0, MEMCG_THRESHOLDS, report.observed.summary, {}))
-            arm_sensors(Cycle(number=number, report=report, state=EngineState(), started_at=number * 11.0,
-                            duration_s=0.01, wall=datetime.now(UTC), plan=plan))
+            armed = arming(number * 11.0, MEMCG_THRESHOLDS, report.observed.summary, {})
+            notifiers.update(number, sensors.arm(armed), sensors.armed)
             deadline = time.monotonic() + 10
             while memcg.rearming and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -31,7 +31,7 @@ from evictd.core.quantity import Quantity
 from evictd.core.signals import Reading, Signal
 from evictd.core.stall_gate import CounterTrend, StallGate
 from evictd.core.thresholds import Threshold, ThresholdValue, parse_stall_thresholds
-from evictd.core.wake import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S, Arming
+from evictd.core.wake import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S, WATCHES, Arming
 from evictd.observe.metrics import Metrics
 from evictd.run.compose_node import (
     PathLayout,
@@ -311,7 +311,7 @@ def test_the_memory_watch_looks_on_v1_beside_the_memcg_levels_and_on_v2_alone(
         memory_watch = watch_of(sensors, "memory_watch")
         assert isinstance(memory_watch, TargetWatch) is watch
         if isinstance(memory_watch, TargetWatch):  # the levels' backstop on v1 is paced for a faster fill
-            assert memory_watch.rate_per_s == (
+            assert WATCHES[Reading.NODE_MEMORY].rate(memory_watch.v1) == (
                 V1_BACKSTOP_FILL_BYTES_PER_S if fixture == FIXTURE_V1 else ASSUMED_FILL_BYTES_PER_S)
             # on v2, where it is the only wake-up, its steady pace follows what a look costs; on v1 it is fixed
             assert memory_watch.look_budget is (fixture != FIXTURE_V1)

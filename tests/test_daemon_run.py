@@ -33,7 +33,6 @@ from evictd.cycle.manager import EvictionManager
 from evictd.cycle.report import CycleReport
 from evictd.observe.http_endpoint import Health
 from evictd.observe.metrics import Metrics
-from evictd.run.after_cycle import ArmSensors
 from evictd.run.daemon import Daemon, Hooks, LoopSettings, Reporting, Wakeups
 from evictd.run.stop_signal import StopSignal
 from log_capture import LogCapture
@@ -54,6 +53,13 @@ class ScriptedWaiter:
         self.wakes = 0
         self.closed = False
         self.listened: list[bool] = []  # each wait: whether it polled the notifiers
+        self.armings: list[tuple[float, float]] = []  # each arming: its cycle's start, and when it was armed
+        self.failures: list[list[NotifierFailure]] = []  # what each arming answers, in turn (then: none failed)
+        self.armed = frozenset[str]()
+
+    def arm(self, arming: Arming) -> list[NotifierFailure]:
+        self.armings.append((arming.at, self.clock.now_s))
+        return self.failures.pop(0) if self.failures else []
 
     def wait(self, timeout_s: float, *, notifiers: bool = True) -> list[str]:
         self.timeouts.append(round(timeout_s, 3))
@@ -295,28 +301,35 @@ def test_a_failed_cycle_is_logged_and_counted_its_hooks_skipped_and_the_loop_goe
     assert loop.waiter.timeouts == [INTERVAL_S - CYCLE_S] * 2
 
 
-def test_the_sensors_are_armed_after_every_cycle_as_its_plan_says() -> None:
-    # What each sensor makes of an arming is tests/test_after_cycle.py's and the adapters'; the hook carries out
-    # every cycle's plan, armed from its start time.
-    armed: list[tuple[float, float]] = []
+def test_the_sensors_are_armed_after_every_cycle_as_its_plan_says_before_the_hooks() -> None:
+    # What each sensor makes of an arming is tests/test_after_cycle.py's and the adapters'; the loop carries out
+    # every cycle's plan, armed from its start time, before the hooks (some may wait on the API server).
     failure = NotifierFailure(eviction_settings({}).thresholds()[0], Watch.LEVEL,
                               SampleError("memory.usage_in_bytes", "no such file"))
-
-    class RecordingSensors:
-        armed = frozenset[str]()
-
-        def arm(self, arming: Arming) -> list[NotifierFailure]:
-            armed.append((arming.at, loop.clock.now_s))
-            return [failure] if len(armed) == 1 else []
-
+    seen_by_hooks: list[int] = []
     # 4 s between cycles: cycles start at 1000, 1004, 1008, 1012, 1016.
-    loop = Loop(max_cycles=5, causes=[lambda: (loop.clock.advance(4.0 - CYCLE_S), ["psi"])[1]] * 4)
-    loop.daemon.after_cycle = (ArmSensors(RecordingSensors(), loop.metrics, loop.log),)  # type: ignore[arg-type]
+    loop = Loop(max_cycles=5, causes=[lambda: (loop.clock.advance(4.0 - CYCLE_S), ["psi"])[1]] * 4,
+                after_cycle=[lambda cycle: seen_by_hooks.append(len(loop.waiter.armings))])
+    loop.waiter.failures = [[failure], [failure]]
     loop.run()
-    assert armed == [(start, start + CYCLE_S) for start in (1000.0, 1004.0, 1008.0, 1012.0, 1016.0)]
+    assert loop.waiter.armings == [(start, start + CYCLE_S) for start in (1000.0, 1004.0, 1008.0, 1012.0, 1016.0)]
+    assert seen_by_hooks == [1, 2, 3, 4, 5]
     assert loop.log.named("memory notifier unavailable") == [
         {"cycle": 1, "detail": "hard memory eviction threshold: memory.usage_in_bytes: no such file"}]
-    assert loop.counted("evictd_errors_total", source="notifier") == 1
+    assert loop.counted("evictd_errors_total", source="notifier") == 2
+
+
+def test_a_failed_arming_is_logged_and_counted_and_the_loop_goes_on() -> None:
+    def broken(arming: Arming) -> list[NotifierFailure]:
+        raise RuntimeError("bug")
+
+    loop = Loop(max_cycles=2)
+    loop.waiter.arm = broken  # type: ignore[method-assign]
+    assert loop.run() == 0
+    assert loop.stats.cycle == 2
+    assert loop.log.named("after-cycle step failed") == [{"cycle": 1, "step": "arm sensors"},
+                                                         {"cycle": 2, "step": "arm sensors"}]
+    assert loop.counted("evictd_errors_total", source="cycle") == 2
 
 
 # --- evictions -----------------------------------------------------------------------------------------------

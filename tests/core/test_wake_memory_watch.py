@@ -36,12 +36,10 @@ GI = 1 << 30
 N, P = Reading.NODE_MEMORY, Reading.PODS_MEMORY
 
 
-def watch_period_s(margin: int, until_tick_s: float, *, steady: bool = False,
-                   fill_bytes_per_s: int = ASSUMED_FILL_BYTES_PER_S,
-                   steady_max_s: float = STEADY_MAX_PERIOD_S) -> float | None:
-    """The memory rows' pace (`look_period_s` of the node memory row, at `fill_bytes_per_s`)."""
-    return look_period_s(WATCHES[N], margin, until_tick_s, steady=steady, rate_per_s=fill_bytes_per_s,
-                         steady_max_s=steady_max_s)
+def watch_period_s(margin: int, until_tick_s: float, *, steady: bool = False, v1: bool = False,
+                   steady_max_s: float | None = None) -> float | None:
+    """The memory rows' pace (`look_period_s` of the node memory row, on cgroup v1 if `v1`)."""
+    return look_period_s(WATCHES[N], margin, until_tick_s, steady=steady, v1=v1, steady_max_s=steady_max_s)
 
 
 def look(histories: dict[Target, LookHistory], targets: tuple[Target, ...], working_sets: dict[Reading, int],
@@ -152,8 +150,14 @@ def test_the_next_look_is_when_the_margin_could_be_used_up_and_never_sooner_than
 def test_on_v1_the_looks_are_paced_for_a_fill_of_4_gib_a_second_and_the_steady_cap_holds(
         margin: int, steady: bool, v2: float | None, v1: float | None) -> None:
     assert watch_period_s(margin, until_tick_s=10.0, steady=steady) == pytest.approx(v2)
-    assert watch_period_s(margin, until_tick_s=10.0, steady=steady,
-                          fill_bytes_per_s=V1_BACKSTOP_FILL_BYTES_PER_S) == pytest.approx(v1)
+    assert watch_period_s(margin, until_tick_s=10.0, steady=steady, v1=True) == pytest.approx(v1)
+
+
+def test_the_memory_rows_say_both_cgroup_versions_rates_and_the_steady_cap() -> None:
+    for reading in (N, P):
+        row = WATCHES[reading]
+        assert (row.rate(v1=False), row.rate(v1=True)) == (ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S)
+        assert (row.min_period_s, row.steady_cap_s) == (MIN_PERIOD_S, STEADY_MAX_PERIOD_S)
 
 
 @given(st.integers(min_value=1, max_value=1 << 45), st.floats(min_value=0.001, max_value=60.0))

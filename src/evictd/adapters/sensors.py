@@ -148,11 +148,12 @@ class WatchThread(FdOwner):
 
 class TargetWatch(WatchThread):
     """Signals its eventfd when a look finds a `Target` met: each target's reading read by `readers` between ticks,
-    paced by its `WATCHES` row (`evictd.core.wake.look`; the memory watch, a counted reading's watch). A read that
+    paced by its `WATCHES` row at the rate of the node's cgroup version (`evictd.core.wake.look`; the memory watch, a
+    counted reading's watch). A read that
     fails keeps the figure last read for this arming (the cycle's `seen` at first), else its targets are skipped."""
 
     def __init__(self, readers: Mapping[Reading, Callable[[], int]], interval_s: float, *,
-                 monotonic: Callable[[], float], rate_per_s: float | None = None, look_budget: bool = False,
+                 monotonic: Callable[[], float], v1: bool = False, look_budget: bool = False,
                  thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
         self._readers = dict(readers)
         self.cause = wake.WATCHES[next(iter(self._readers))].cause
@@ -160,7 +161,7 @@ class TargetWatch(WatchThread):
         super().__init__(name, f"evictd-{name.replace(' ', '-')}")
         self._interval_s = interval_s
         self._monotonic = monotonic
-        self.rate_per_s = rate_per_s  # the fastest move the looks are paced for (None: each row's)
+        self.v1 = v1  # the looks paced at the rows' cgroup v1 rates (a backstop of the memcg levels)
         # The thread's own: what the looks saw of each target; the arming whose held targets a look released; the
         # figures last read for an arming.
         self._histories: dict[wake.Target, wake.LookHistory] = {}
@@ -188,18 +189,18 @@ class TargetWatch(WatchThread):
         figures `seen`, no look at all when none could come before the tick at them."""
         targets, seen = tuple(targets), dict(seen or {})
         near = bool(targets) and (not seen or wake.look(targets, seen, now, self._interval_s - (
-            self._monotonic() - now), rate_per_s=self.rate_per_s).period_s is not None)
+            self._monotonic() - now), v1=self.v1).period_s is not None)
         self._arm((targets, tuple(held), now, seen), near)
 
     def _idle(self) -> None:
         self._histories = {}  # what the looks saw is no history of the time it did not look
         self._cost_window = None  # a window spans looks only: the next one starts at the next look
 
-    def _steady_max_s(self) -> float:
+    def _steady_max_s(self) -> float | None:
         """This look's steady cap: on v2 from the thread's CPU per look over `LOOK_COST_WINDOW` looks, smoothed by an
-        eighth (a tick-accounting kernel charges whole ticks); the fixed cap on v1."""
+        eighth (a tick-accounting kernel charges whole ticks); None on v1 (the rows' own)."""
         if not self.look_budget:
-            return wake.STEADY_MAX_PERIOD_S
+            return None
         cpu = self._thread_cpu()
         if self._cost_window is None:
             self._cost_window = (cpu, 0)
@@ -233,7 +234,7 @@ class TargetWatch(WatchThread):
         self._last_read = (generation, figures)
         now = self._monotonic()
         found = wake.look(targets, figures, now, self._interval_s - (now - armed_at), histories=self._histories,
-                          held=held, rate_per_s=self.rate_per_s, steady_max_s=steady_max_s)
+                          held=held, v1=self.v1, steady_max_s=steady_max_s)
         if found.released:
             self._released = generation
         self._histories = dict(found.histories)
@@ -244,15 +245,16 @@ class TargetWatch(WatchThread):
 
 
 def memory_watch(cgroups: CgroupReader, interval_s: float, *, monotonic: Callable[[], float],
-                 fill_bytes_per_s: int = wake.ASSUMED_FILL_BYTES_PER_S, look_budget: bool = False,
+                 v1: bool = False, look_budget: bool = False,
                  thread_cpu: Callable[[], float] = time.thread_time,
                  look_cost_window: int = LOOK_COST_WINDOW) -> TargetWatch:
-    """The memory watch: the node's and the pods' working sets against the memory thresholds not met."""
+    """The memory watch: the node's and the pods' working sets against the memory thresholds not met (`v1`: beside
+    the memcg levels, at their rows' cgroup v1 rate)."""
     def working_set(reading: Reading) -> Callable[[], int]:
         return lambda: cgroups.memory(cgroups.pods_cgroup() if reading is Reading.PODS_MEMORY else "",
                                       working_set_only=True).working_set_bytes
     return TargetWatch({r: working_set(r) for r in (Reading.NODE_MEMORY, Reading.PODS_MEMORY)}, interval_s,
-                       monotonic=monotonic, rate_per_s=fill_bytes_per_s, look_budget=look_budget,
+                       monotonic=monotonic, v1=v1, look_budget=look_budget,
                        thread_cpu=thread_cpu, look_cost_window=look_cost_window)
 
 

@@ -79,15 +79,21 @@ FLAP_CYCLE_MAX_S = 1.5 * FLAP_CYCLE_S
 
 @dataclass(frozen=True, slots=True)
 class WatchRow:
-    """How one reading is watched between cycles: the fastest its figure is assumed to move (None: the kernel
-    announces it), the shortest period between looks, the longest at a steady margin, the wake-up's cause, and
+    """How one reading is watched between cycles: the wake-up's cause; the fastest its figure is assumed to move (0:
+    no margin judged, a look every `min_period_s`), on cgroup v1 `v1_rate_per_s` (None: the same); the shortest
+    period between looks; the longest at a steady margin (`steady_cap_s`; None: a steady margin keeps the pace); and
     whether it is a count `look` judges (`counted`: the sensors' `COUNT_READERS` read it)."""
 
     cause: Wake
-    rate_per_s: float | None
+    rate_per_s: float
     min_period_s: float
+    v1_rate_per_s: float | None = None
     steady_cap_s: float | None = None
     counted: bool = False
+
+    def rate(self, v1: bool) -> float:
+        """The fastest move assumed on cgroup v1 (`v1`) or v2."""
+        return self.v1_rate_per_s if v1 and self.v1_rate_per_s is not None else self.rate_per_s
 
 
 # A cycle is stale this many intervals on (an outage, not a restart), never before `MIN_STALE_AFTER_S` (one slow one).
@@ -367,32 +373,34 @@ def look_history(previous: LookHistory | None, margin_bytes: int, now: float, *,
     return LookHistory(reference, previous.since_s, now - previous.since_s >= steady_max_s)
 
 
-def look_period_s(row: WatchRow, margin: int, until_tick_s: float, *, steady: bool = False,
-                  rate_per_s: float | None = None, steady_max_s: float = STEADY_MAX_PERIOD_S) -> float | None:
-    """The next look's delay with `margin` left: margin / rate (the row's unless given), at least the row's minimum;
-    at a `steady` margin up to margin / floor rate, capped at `steady_max_s`; None: no look before the tick
-    `until_tick_s` away (far, met, or no rate)."""
-    rate = rate_per_s or row.rate_per_s
+def look_period_s(row: WatchRow, margin: int, until_tick_s: float, *, steady: bool = False, v1: bool = False,
+                  steady_max_s: float | None = None) -> float | None:
+    """The next look's delay with `margin` left: margin / the row's rate (on cgroup v1 if `v1`), at least the row's
+    minimum; at a `steady` margin up to margin / floor rate, capped at `steady_max_s` (None: the row's cap); None: no
+    look before the tick `until_tick_s` away (far, met, or no rate)."""
+    rate = row.rate(v1)
     if margin <= 0 or not rate:
         return None
     period = max(margin / rate, row.min_period_s)
-    if steady:
-        period = max(period, min(margin / (STEADY_TOLERANCE_BYTES / steady_max_s), steady_max_s))
+    cap_s = row.steady_cap_s if steady_max_s is None else steady_max_s
+    if steady and cap_s is not None:
+        period = max(period, min(margin / (STEADY_TOLERANCE_BYTES / cap_s), cap_s))
     return period if period < until_tick_s else None
 
 
 def look(targets: Sequence[Target], figures: Mapping[Reading, int], now: float, until_tick_s: float, *,
-         histories: Mapping[Target, LookHistory] | None = None, held: Sequence[Target] = (),
-         rate_per_s: float | None = None, steady_max_s: float = STEADY_MAX_PERIOD_S) -> Look:
+         histories: Mapping[Target, LookHistory] | None = None, held: Sequence[Target] = (), v1: bool = False,
+         steady_max_s: float | None = None) -> Look:
     """Judge a look that read `figures` (one missing: unreadable, skipped), each target paced by its reading's
-    `WATCHES` row; only targets of a row with a steady cap keep a history. While one of `held` is met or unreadable
-    nothing else is judged; once none is, the look is `released`."""
+    `WATCHES` row (its cgroup v1 rate if `v1`); only targets of a row with a steady cap keep a history, steady over
+    `steady_max_s` (None: the row's cap). While one of `held` is met or unreadable nothing else is judged; once none
+    is, the look is `released`."""
     if held:
         for target in held:
             figure = figures.get(target.reading)
             if figure is None or target.margin(figure) <= 0:
                 return Look(None, HELD_PERIOD_S if until_tick_s > HELD_PERIOD_S else None)
-        return replace(look(targets, figures, now, until_tick_s, histories=histories, rate_per_s=rate_per_s,
+        return replace(look(targets, figures, now, until_tick_s, histories=histories, v1=v1,
                             steady_max_s=steady_max_s), released=True)
     kept = {target: history for target, history in (histories or {}).items() if target in targets}
     period: float | None = None
@@ -405,17 +413,15 @@ def look(targets: Sequence[Target], figures: Mapping[Reading, int], now: float, 
             return Look(target, None, kept)
         steady = False
         if row.steady_cap_s is not None:
-            history = kept[target] = look_history(kept.get(target), margin, now, steady_max_s=steady_max_s)
+            cap_s = row.steady_cap_s if steady_max_s is None else steady_max_s
+            history = kept[target] = look_history(kept.get(target), margin, now, steady_max_s=cap_s)
             steady = history.steady
-        next_look = look_period_s(row, margin, until_tick_s, steady=steady, rate_per_s=rate_per_s,
-                                  steady_max_s=steady_max_s)
+        next_look = look_period_s(row, margin, until_tick_s, steady=steady, v1=v1, steady_max_s=steady_max_s)
         if next_look is not None:
             period = next_look if period is None else min(period, next_look)
     return Look(None, period, kept)
 
 
-# The refault watch reads /proc/vmstat this often while a refault threshold is unmet (no kernel notification).
-REFAULT_LOOK_S = 1.0
 _REFAULT_CAPACITY = Quantity.from_int(STALL_BASIS_POINTS, QuantityFormat.DECIMAL_SI)
 
 
@@ -444,10 +450,6 @@ def watched_shares(thresholds: Sequence[Threshold], observed: Observation | None
             continue
         shares.append(STALL_BASIS_POINTS - quantity + 1)  # headroom below the quantity: the share at or over it
     return tuple(sorted(shares))
-
-
-# The daemons refault watch reads system.slice a quarter of a window apart: a window's re-reads wake the loop within it.
-DAEMONS_REFAULT_LOOK_S = DAEMON_REFAULT_WINDOW_S / 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,16 +495,18 @@ def refault_look(reading: Reading, last: WatchedRefault, refault_bytes: int | No
     return replace(watched, woke_at=now), True
 
 
-# One row per reading that wakes the loop (PSI: the kernel's trigger announces it, nothing is looked at).
+# One row per reading a watch looks at between cycles (PSI and the memcg levels: the kernel announces them, no row).
 WATCHES: Mapping[Reading, WatchRow] = MappingProxyType({
-    Reading.NODE_MEMORY: WatchRow(Wake.MEMORY_WATCH, ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S, STEADY_MAX_PERIOD_S),
-    Reading.PODS_MEMORY: WatchRow(Wake.MEMORY_WATCH, ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S, STEADY_MAX_PERIOD_S),
+    Reading.NODE_MEMORY: WatchRow(Wake.MEMORY_WATCH, ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S,
+                                  v1_rate_per_s=V1_BACKSTOP_FILL_BYTES_PER_S, steady_cap_s=STEADY_MAX_PERIOD_S),
+    Reading.PODS_MEMORY: WatchRow(Wake.MEMORY_WATCH, ASSUMED_FILL_BYTES_PER_S, MIN_PERIOD_S,
+                                  v1_rate_per_s=V1_BACKSTOP_FILL_BYTES_PER_S, steady_cap_s=STEADY_MAX_PERIOD_S),
     # A C fork loop starts ~10,000 tasks a second; 10 reads of /proc/loadavg a second at most.
     Reading.PIDS: WatchRow(Wake.PID_WATCH, 10_000, 0.1, counted=True),
-    Reading.NODE_MEMORY_REFAULT: WatchRow(Wake.REFAULT_WATCH, 0, REFAULT_LOOK_S),
-    Reading.DAEMONS_MEMORY_REFAULT: WatchRow(Wake.DAEMONS_REFAULT_WATCH, 0, DAEMONS_REFAULT_LOOK_S),
-    Reading.NODE_MEMORY_STALL: WatchRow(Wake.PSI, None, 0.0),
-    Reading.PODS_MEMORY_STALL: WatchRow(Wake.PSI, None, 0.0),
+    # No kernel notification: /proc/vmstat read every second while a refault threshold is unmet.
+    Reading.NODE_MEMORY_REFAULT: WatchRow(Wake.REFAULT_WATCH, 0, 1.0),
+    # system.slice read a quarter of a window apart: a window's re-reads wake the loop within it.
+    Reading.DAEMONS_MEMORY_REFAULT: WatchRow(Wake.DAEMONS_REFAULT_WATCH, 0, DAEMON_REFAULT_WINDOW_S / 4),
 })
 
 

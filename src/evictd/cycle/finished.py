@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from evictd.core.engine import EngineState
-from evictd.core.wake import Plan
 from evictd.cycle.report import CycleReport
 
 
@@ -25,7 +24,6 @@ class Cycle:
     # What woke the loop (`evictd_wakeups_total` causes; empty: no wait) and when the wait returned (None: no wait).
     woken_by: tuple[str, ...] = ()
     woken_at: float | None = None
-    plan: Plan | None = None  # what the loop does next (`evictd.core.wake.after_cycle`): the sensors arm from it
 
 
 AfterCycle = Callable[[Cycle], None]

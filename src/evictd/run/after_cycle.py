@@ -1,6 +1,6 @@
 """What runs after every housekeeping cycle, one hook each: metrics, the cycle log, the live view, the
-sources that became unreadable, the memory notifiers' re-arming (and, built by the composition root, the
-cluster's bookkeeping and the runtime's garbage collection).
+sources that became unreadable (and, built by the composition root, the cluster's bookkeeping and the runtime's
+garbage collection). The loop itself arms the sensors, before the hooks (`evictd.run.daemon`).
 
 A hook is any callable taking the finished `Cycle`. The daemon runs them in order after each cycle that
 produced a report; one that raises is logged and counted (`evictd_errors_total{source="cycle"}`) and the
@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
-from evictd.adapters.sensors import Sensors
 from evictd.core.blind import blind_signals, blind_streaks
 from evictd.core.errors import SampleError
 from evictd.core.plausible import Refusal
@@ -181,27 +180,3 @@ def log_refused_figures(log: Log, metrics: Metrics, refused: Callable[[], Sequen
 
     return update
 
-
-class ArmSensors:
-    """Arms the sensors as the cycle's plan says (`Sensors.arm`). Every notifier that fails is counted and logged
-    when it first fails, and again once it is armed (a failed one is retried only at the next 10 s refresh, so a
-    cycle without its failure does not mean it works)."""
-
-    def __init__(self, sensors: Sensors, metrics: Metrics, log: Log) -> None:
-        self.sensors = sensors
-        self._metrics = metrics
-        self._log = log
-        self._unavailable: set[str] = set()  # the notifiers that failed and are not armed since
-
-    def __call__(self, cycle: Cycle) -> None:
-        if cycle.plan is None or cycle.plan.arm is None:
-            return
-        for failure in self.sensors.arm(cycle.plan.arm):
-            self._metrics.errors.labels("notifier").inc()
-            if failure.description not in self._unavailable:
-                self._unavailable.add(failure.description)
-                self._log.warning("memory notifier unavailable", cycle=cycle.number,
-                                  detail=f"{failure.description}: {failure.error}")
-        for description in sorted(self._unavailable & self.sensors.armed):
-            self._unavailable.discard(description)
-            self._log.info("memory notifier available again", cycle=cycle.number, notifier=description)

@@ -53,7 +53,7 @@ from evictd.core.signals import EVICTD_SIGNALS, Reading, Signal, spec_of
 from evictd.core.stall_gate import StallGate, wake_may_open
 from evictd.core.summary import Summary, signal_observations
 from evictd.core.thresholds import Threshold
-from evictd.core.wake import ASSUMED_FILL_BYTES_PER_S, V1_BACKSTOP_FILL_BYTES_PER_S, WATCHES
+from evictd.core.wake import WATCHES
 from evictd.cri import NO_RUNTIME, Runtime, RuntimeVersion
 from evictd.cri.client import CriClient
 from evictd.cycle.finished import AfterCycle, Cycle
@@ -231,9 +231,8 @@ def build_sensors(settings: EvictdSettings, layout: CgroupLayout, cgroups: Cgrou
     # (the working set grows, usage does not) or dropped below the level's inactive file, statistics folded late.
     watches: list[TargetWatch | RefaultWatch] = []
     if memory_wakeups:
-        watches.append(memory_watch(cgroups, settings.housekeeping_interval_s, fill_bytes_per_s=(
-            V1_BACKSTOP_FILL_BYTES_PER_S if layout.version == 1 else ASSUMED_FILL_BYTES_PER_S),
-            look_budget=layout.version == 2, monotonic=monotonic))
+        watches.append(memory_watch(cgroups, settings.housekeeping_interval_s, v1=layout.version == 1,
+                                    look_budget=layout.version == 2, monotonic=monotonic))
     stalls = any(spec_of(threshold.signal).stall_family for threshold in thresholds)
     psi = build_psi_notifiers(settings, layout, cgroups, log, memcg, stall_gate if stalls and node_stats else None,
                               note_pressure, thresholds, note_firing if stalls and node_stats else None)

@@ -41,7 +41,6 @@ from evictd.adapters.self_protection import (
     read_oom_score_adj,
     set_oom_score_adj,
 )
-from evictd.adapters.sensors import Sensors
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.config import Configuration, EvictdSettings, MetricsAuthorization, StatsOrigin
 from evictd.core.engine import EngineConfig, EngineState
@@ -77,7 +76,6 @@ from evictd.record.recorder import FlightRecorder
 from evictd.record.recording import CurrentDecision
 from evictd.record.write_behind import WriteBehind
 from evictd.run.after_cycle import (
-    ArmSensors,
     LiveView,
     log_cycles,
     log_refused_figures,
@@ -311,9 +309,9 @@ class Observers:
 
 def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats: StatsParts,
                 cluster: ClusterParts | None, state_file: EngineStateFile | None, link: RuntimeLink,
-                sensors: Sensors, start_state: EngineState, health: Health) -> Hooks:
+                start_state: EngineState, health: Health) -> Hooks:
     """What runs around each cycle and at stop: metrics, logs, saved state, live view, cluster bookkeeping, runtime
-    upkeep, the notifiers' re-arming, OOM feedback, the flight recorder and, last, the C heap's trim."""
+    upkeep, OOM feedback, the flight recorder and, last, the C heap's trim (the loop arms the sensors before them)."""
     settings, metrics, log = basics.settings, basics.metrics, basics.log
     reported_only = mode.reports_only
     oom_feedback = build_oom_feedback(basics, reported_only)
@@ -329,8 +327,6 @@ def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats
     after_cycle.append(log_sample_problems(log, metrics, stats.problems, lambda: oom_feedback.problems))
     after_cycle.append(log_refused_figures(log, metrics, stats.refused))
     after_cycle.append(watch_blind_signals(log, metrics, health, lambda: signals_without_source(basics)))
-    # The wake-ups are re-armed before anything that may wait on the API server or the runtime.
-    after_cycle.append(ArmSensors(sensors, metrics, log))
     if cluster is not None:
         after_cycle.append(cluster_bookkeeping(cluster, metrics, basics.waiter.pending))
     # After the hooks that log, export and record the kills: a restart never counts them again.
@@ -481,7 +477,7 @@ def build_daemon(
     report_protections(basics, "evictd only reports (dry run, or no Kubernetes API)"
                        if never_acts or cluster is None else None)
     hooks = build_hooks(basics, observers, mode=mode, stats=stats, cluster=cluster,
-                        state_file=state_file, link=link, sensors=sensors, start_state=start_state,
+                        state_file=state_file, link=link, start_state=start_state,
                         health=health)
     return Daemon(manager, LoopSettings(settings.housekeeping_interval_s, basics.node_name, reported_only, max_cycles),
                   Wakeups(sensors, basics.stop, basics.clock), Reporting(basics.metrics, health, log), hooks,

@@ -1,8 +1,8 @@
 """`evictd run`: the housekeeping loop of the live daemon.
 
-One synchronous loop: run a cycle (the eviction manager over the adapters), run the after-cycle hooks (metrics,
-logs, the live view, cluster bookkeeping, garbage collection, the sensors' re-arming: `evictd.run.after_cycle`),
-then wait as `evictd.core.wake` plans: the next tick, a notifier, a stop request. After an eviction with the
+One synchronous loop: run a cycle (the eviction manager over the adapters), arm the sensors as `evictd.core.wake`
+plans, run the after-cycle hooks (metrics, logs, the live view, cluster bookkeeping, garbage collection:
+`evictd.run.after_cycle`), then wait as planned: the next tick, a notifier, a stop request. After an eviction with the
 Kubernetes API the loop waits for the pod to go, then runs again at once, as the kubelet does; a wait after an
 eviction with a longer grace period than a hard threshold's ends early when a hard threshold is met (looked for
 on every memory notification and at least every `HARD_CHECK_PERIOD_S`: escalation, issue #43).
@@ -20,10 +20,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from evictd.adapters.notifiers import NotifierFailure
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.engine_rules import IMMEDIATE_EVICTION_GRACE_PERIOD_S
-from evictd.core.wake import NOTIFICATIONS, CycleSeen, Plan, Sensed, Wake, WakeState, after_cycle, sensed, timer, wakes
+from evictd.core.wake import (
+    NOTIFICATIONS,
+    Arming,
+    CycleSeen,
+    Plan,
+    Sensed,
+    Wake,
+    WakeState,
+    after_cycle,
+    sensed,
+    timer,
+    wakes,
+)
 from evictd.cycle.finished import AfterCycle, Cycle
 from evictd.cycle.manager import EvictionManager
 from evictd.cycle.report import CycleReport, CycleStep
@@ -44,7 +57,12 @@ class Part(Protocol):
 
 
 class Waiter(Protocol):
-    """What the loop sleeps on (evictd.adapters.notifiers.Waiter in production)."""
+    """What the loop arms after each cycle and sleeps on (evictd.adapters.sensors.Sensors in production)."""
+
+    def arm(self, arming: Arming) -> Sequence[NotifierFailure]: ...
+
+    @property
+    def armed(self) -> frozenset[str]: ...
 
     def wait(self, timeout_s: float, *, notifiers: bool = True) -> list[str]: ...
 
@@ -126,6 +144,28 @@ class FixedMode:
         return self._dry_run
 
 
+class NotifierLog:
+    """Counts every memory notifier that failed to arm and logs it when it first fails, and again once it is armed
+    (a failed one is retried only at the next 10 s refresh, so a cycle without its failure does not mean it works)."""
+
+    def __init__(self, metrics: Metrics, log: Log) -> None:
+        self._metrics = metrics
+        self._log = log
+        self._unavailable: set[str] = set()  # the notifiers that failed and are not armed since
+
+    def update(self, number: int, failures: Sequence[NotifierFailure], armed: frozenset[str]) -> None:
+        """Cycle `number` armed the notifiers: `failures` failed, those described in `armed` are registered now."""
+        for failure in failures:
+            self._metrics.errors.labels("notifier").inc()
+            if failure.description not in self._unavailable:
+                self._unavailable.add(failure.description)
+                self._log.warning("memory notifier unavailable", cycle=number,
+                                  detail=f"{failure.description}: {failure.error}")
+        for description in sorted(self._unavailable & armed):
+            self._unavailable.discard(description)
+            self._log.info("memory notifier available again", cycle=number, notifier=description)
+
+
 @dataclass(frozen=True, slots=True)
 class Hooks:
     """What runs around each cycle and at stop, besides the manager (see the module's description)."""
@@ -179,6 +219,7 @@ class Daemon:
         # The wait after an eviction: when it last looked for a hard threshold, and whether it found one met.
         self._hard_checked_at = 0.0
         self._hard_met = False
+        self._notifiers = NotifierLog(self.metrics, self.log)
 
     def start(self) -> None:
         """Start the parts in order; if one raises, stop those already started and raise."""
@@ -309,7 +350,7 @@ class Daemon:
         self._started = []
 
     def _cycle(self, number: int, started: float) -> tuple[CycleReport | None, Plan]:
-        """Run cycle `number`, then plan what follows (`after_cycle`) and run the hooks (the sensors arm there)."""
+        """Run cycle `number`, then plan what follows (`after_cycle`), arm the sensors as planned and run the hooks."""
         self.before_cycle(number)
         try:
             report = self.manager.synchronize(flapping=self._wake.flapping)
@@ -335,9 +376,10 @@ class Daemon:
         self._wake, plan = after_cycle(self._wake, seen, self.clock.monotonic())
         finished = Cycle(number=number, report=report, state=self.manager.state, started_at=started,
                          duration_s=self.clock.monotonic() - started, wall=self.clock.wall(), woken_by=woken_by,
-                         woken_at=woken_at, plan=plan)
+                         woken_at=woken_at)
         self.health.degraded = report.degraded
         self.health.cycle_done()
+        self._arm(number, plan)
         for hook in self.after_cycle:
             try:
                 hook(finished)
@@ -345,6 +387,18 @@ class Daemon:
                 self.metrics.errors.labels("cycle").inc()
                 self.log.exception("after-cycle step failed", cycle=number, step=hook_name(hook))
         return report, plan
+
+    def _arm(self, number: int, plan: Plan) -> None:
+        """Arm the sensors as `plan` says (None: as they are): before the hooks, since some may wait on the API server
+        or the runtime, and a crossing meanwhile must still wake the loop. A failure is logged and counted as a hook's
+        is; the loop goes on."""
+        if plan.arm is None:
+            return
+        try:
+            self._notifiers.update(number, self.waiter.arm(plan.arm), self.waiter.armed)
+        except Exception:
+            self.metrics.errors.labels("cycle").inc()
+            self.log.exception("after-cycle step failed", cycle=number, step="arm sensors")
 
 
 def hook_name(hook: AfterCycle) -> str:

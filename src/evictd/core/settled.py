@@ -8,7 +8,8 @@ Memory signals are usage less inactive file, from files the kernel does not upda
    more than `DEEP_CROSSING_BYTES` is decided there (`crossing_deep`), one no longer met decides nothing. Only
    usage ``memory.stat`` accounts for confirms (`accounted`): a crossing met only by usage its statistics do not
    count yet (page cache written since they were last folded in may be all of it) is read again at `settling_reads`
-   until it is not, or `STATS_CATCH_UP_S` after the first reading (`crossing_unsettled`). While the
+   (every `SETTLING_READ_EVERY_S` on the node's memory alone) until it is not, or `STATS_CATCH_UP_S` after the first
+   reading (`crossing_unsettled`). While the
    memory flaps the hold varies over [hold, 2 x hold) (`crossing_hold_s`) so a periodic tenant cannot dodge it.
    Where the source reads the node's memory alone, confirming reads are those, then one full reading whose node
    memory figures are the last confirming ones (`with_node_memory`).
@@ -34,6 +35,9 @@ CROSSING_HOLD_S = 0.1
 # First confirming read; a crossing this far past its quantity there is decided (the memcg notifiers' re-arm step).
 EARLY_CONFIRM_S = 0.005
 DEEP_CROSSING_BYTES = 8 << 20
+# An unsettled crossing is read this often after the hold where the node's memory can be read alone: a churner's page
+# cache lives about 100 ms, so readings a hold apart kept step with it for up to 0.9 s (docs/kubelet-differences.md).
+SETTLING_READ_EVERY_S = 0.02
 # Follow-ups go on while a memory threshold is this close to met; further away the re-armed memcg level announces it.
 FOLLOW_UP_MARGIN_BYTES = 8 << 20
 
@@ -66,12 +70,14 @@ def confirming_reads(hold_s: float, *, flapping: bool) -> tuple[float, ...]:
     return (*reads, hold_s)
 
 
-def settling_reads(hold_s: float) -> tuple[float, ...]:
+def settling_reads(hold_s: float, every_s: float | None = None) -> tuple[float, ...]:
     """Return when a crossing still unsettled at the hold's end is read again, seconds after the first reading: every
-    `hold_s` after the hold, up to `STATS_CATCH_UP_S` (past the kernel's periodic flush of its statistics)."""
-    if hold_s <= 0:
+    `every_s` (None: `hold_s`) after the hold, up to `STATS_CATCH_UP_S` (past the kernel's periodic flush of its
+    statistics)."""
+    step = hold_s if every_s is None else every_s
+    if hold_s <= 0 or step <= 0:
         return ()
-    return tuple(hold_s * step for step in range(2, int(STATS_CATCH_UP_S / hold_s + 1e-9) + 1))
+    return tuple(hold_s + step * n for n in range(1, int((STATS_CATCH_UP_S - hold_s) / step + 1e-9) + 1))
 
 
 def accounted(summary: Summary) -> Summary:

@@ -42,6 +42,7 @@ from evictd.core.eviction_api import EvictionApiRound
 from evictd.core.fs_layout import FsLayout, ReclaimAction
 from evictd.core.pods import Pod
 from evictd.core.settled import (
+    SETTLING_READ_EVERY_S,
     confirming_reads,
     crossing_confirmed,
     crossing_deep,
@@ -211,16 +212,18 @@ class EvictionManager:
             errors.append(CycleError(CycleStep.STATS, f"eviction manager: failed to get summary stats: {exc}"))
         crossed: tuple[Threshold, ...] = ()
         confirmed_after_s: float | None = None
+        unaccounted = False
         if summary is not None and self._crossing_hold_s > 0:
             crossed = crossings_to_confirm(self.state.thresholds or self.config.thresholds,
                                            (*self.state.first_observed_at, *self.state.thresholds_met), summary)
             if crossed:
+                unaccounted = crossing_unsettled(crossed, summary)
                 summary, now, confirmed_after_s = self._confirming_summary((*pods, *terminating), crossed, errors,
                                                                            flapping)
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
         observed = Observed(summary=summary, pods=pods, pod_list_problem=problem,
                             crossed=tuple(dict.fromkeys(t.signal for t in crossed)),
-                            crossing_confirmed=crossing_confirmed(crossed, summary),
+                            crossing_confirmed=crossing_confirmed(crossed, summary), crossing_unaccounted=unaccounted,
                             confirmed_after_s=confirmed_after_s)
         seen = CycleReport(now=now, observed=observed, decided=Decided(assessment), errors=tuple(errors))
         if summary is None:  # assess skipped the cycle (stats unavailable)
@@ -278,7 +281,8 @@ class EvictionManager:
         read_memory = None if flapping else self._memory_reading(crossed)
         summary: Summary | None = None
         reading: Summary | None = None
-        for at in (*confirming_reads(hold_s, flapping=flapping), *settling_reads(hold_s)):
+        settling = settling_reads(hold_s, None if read_memory is None else SETTLING_READ_EVERY_S)
+        for at in (*confirming_reads(hold_s, flapping=flapping), *settling):
             self._clock.sleep(max(0.0, at - (self._clock.monotonic() - start)))
             if read_memory is not None:
                 reading = self._read_memory_again(read_memory)

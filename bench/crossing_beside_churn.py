@@ -10,8 +10,9 @@ file 10 times a second. Every 4-5 s a second process in the BestEffort pod alloc
 past the level, a deep crossing), holds it until evictd says "threshold met", then frees it.
 
 Per crossing: from the start of the allocation to evictd's "threshold met" line (its log timestamp), and the
-line's ``confirmed_after_ms`` (how long the confirmation read); a crossing with no decision within 5 s is a miss;
-and the "threshold met" lines no allocation brought (the churner's page cache taken for a crossing).
+line's ``confirmed_after_ms`` (how long the confirmation read) and ``woken_by`` (what started the cycle); a
+crossing with no decision within 5 s is a miss; and the "threshold met" lines no allocation brought (the churner's
+page cache taken for a crossing). Over the run: evictd's cycles a minute and its CPU (a share of one core).
 ``--root DIR`` runs another checkout's ``src`` (a before/after).
 
     .venv/bin/python bench/crossing_beside_churn.py [--crossings 20] [--root DIR] [--no-churn] [--json]
@@ -54,11 +55,19 @@ def logged_at(event: dict[str, Any]) -> float:
     return datetime.fromisoformat(str(event["timestamp"])).timestamp()
 
 
+def process_cpu_s(daemon: EvictdProcess) -> float:
+    """The CPU seconds (user and system) the daemon's process has used."""
+    fields = Path(f"/proc/{daemon.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(crossings: int, step_bytes: int, churn: bool) -> dict[str, Any]:
     load_start = os.getloadavg()[0]
     lags_ms: list[float] = []
     confirmed_ms: list[float] = []
+    woken_by: list[str] = []
     misses = unprompted = 0
+    cycles_per_min = cpu_share = 0.0
     starts: list[float] = []
     with tempfile.TemporaryDirectory(prefix="evictd-crossing-") as folder:
         work = Path(folder)
@@ -82,6 +91,8 @@ def run(crossings: int, step_bytes: int, churn: bool) -> dict[str, Any]:
                                        + node.evictd_settings(work / "containerd"))
                 daemon.wait_event("evictd started", timeout=60)
                 daemon.wait_for_cycles(1, timeout=30)
+                cycles_at, cpu_at = daemon.metric("evictd_cycles_total"), process_cpu_s(daemon)
+                run_at = time.monotonic()
                 for _ in range(crossings):
                     time.sleep(random.uniform(4.0, 5.0))  # never 4 crossings in 10 s: not a flapping tenant
                     started = time.time()
@@ -95,7 +106,11 @@ def run(crossings: int, step_bytes: int, churn: bool) -> dict[str, Any]:
                     else:
                         lags_ms.append((logged_at(met) - started) * 1000)
                         confirmed_ms.append(float(met.get("confirmed_after_ms") or 0.0))
+                        woken_by.append("+".join(met.get("woken_by") or ["tick"]))
                     grower.do("free")
+                minutes = (time.monotonic() - run_at) / 60
+                cycles_per_min = (daemon.metric("evictd_cycles_total") - cycles_at) / minutes
+                cpu_share = (process_cpu_s(daemon) - cpu_at) / (minutes * 60)
                 daemon.stop()
                 # Decisions no allocation brought: the churner's page cache taken for a crossing.
                 unprompted = sum(1 for e in daemon.events if e.get("event") == "threshold met"
@@ -118,6 +133,8 @@ def run(crossings: int, step_bytes: int, churn: bool) -> dict[str, Any]:
             "unprompted_decisions": unprompted,
             "lag_p50_p90_max_ms": spread(lags_ms), "confirmed_after_p50_p90_max_ms": spread(confirmed_ms),
             "lags_ms": [round(v, 1) for v in lags_ms], "confirmed_after_ms": confirmed_ms,
+            "woken_by": woken_by,
+            "cycles_per_min": round(cycles_per_min, 1), "cpu_share_of_a_core": round(cpu_share, 4),
             "load_start_end": [round(load_start, 2), round(os.getloadavg()[0], 2)]}
 
 

@@ -50,13 +50,12 @@ class Cadence:
     def after_cycle(self, started: float, now: float, *, memory_threshold_met: bool, held: bool = False,
                     grace_ends_in_s: float | None = None, crossing_unconfirmed: bool = False,
                     near_crossing: bool = True, unmet_near: bool = True, memory_receded: bool = False,
-                    stall_follow_up: bool = False, crossing_unaccounted: bool = False) -> Cadence:
+                    stall_follow_up: bool = False) -> Cadence:
         # The previous cycle's memory: one threshold gone since without evictd acting (receded), or none.
         before = replace(self.state, memory_met=frozenset({GONE}) if memory_receded else frozenset(), acted=False,
                          woken=self.state.woken | {Wake.PSI} if stall_follow_up else self.state.woken)
         seen = CycleSeen(started, frozenset({MET}) if memory_threshold_met else frozenset(), held=held,
-                         crossing_unconfirmed=crossing_unconfirmed, crossing_unaccounted=crossing_unaccounted,
-                         near_crossing=near_crossing,
+                         crossing_unconfirmed=crossing_unconfirmed, near_crossing=near_crossing,
                          unmet_near=unmet_near, grace_ends_in_s=grace_ends_in_s, stall_unmet=stall_follow_up)
         return Cadence(0.0, after_cycle(before, seen, now)[0])
 
@@ -309,24 +308,6 @@ def test_memory_flaps_with_four_changes_within_ten_seconds(change_times: tuple[f
     for at in change_times:
         cadence = changed(cadence, at, unconfirmed=at >= 2.0)
     assert cadence.flapping is flapping
-
-
-def test_crossings_read_only_on_usage_the_statistics_did_not_count_yet_are_no_flapping() -> None:
-    """cgroup v1's memory.stat may count a file written since its last flush as working set (issue 76's churner writes
-    one 10 times a second): a crossing met only on that usage, gone at confirmation, is the statistics' lag, not
-    memory going back; counted as a change it made the loop flap beside the churner, and a real crossing then waited
-    for the flapping cycle up to 1.5 s (bench crossing_beside_churn)."""
-    cadence = Cadence(INTERVAL_S)
-    for at in (0.0, 0.1, 0.2, 0.3, 0.4):
-        cadence = cadence.after_cycle(at, at, memory_threshold_met=False, crossing_unconfirmed=True,
-                                      crossing_unaccounted=True)
-    assert not cadence.flapping
-    assert cadence.follow_ups == (), "an unconfirmed crossing still ends the follow-ups"
-    assert cadence.woken(["memcg"]).wait_s(0.45) is None, "the next notification brings a cycle at once"
-    counted = changed(cadence, 0.5, unconfirmed=True)
-    for at in (0.6, 0.7, 0.8):
-        counted = changed(counted, at, unconfirmed=True)
-    assert counted.flapping, "crossings gone on what the statistics count still flap"
 
 
 def test_while_flapping_a_notification_brings_the_next_cycle_a_second_after_the_last_and_no_follow_ups() -> None:

@@ -169,7 +169,6 @@ class CycleSeen:
     memory_met: frozenset[Threshold] = frozenset()
     held: bool = False
     crossing_unconfirmed: bool = False
-    crossing_unaccounted: bool = False
     near_crossing: bool = True
     unmet_near: bool = True
     grace_ends_in_s: float | None = None
@@ -182,12 +181,12 @@ class CycleSeen:
     @classmethod
     def of(cls, started_at: float, thresholds: Sequence[Threshold], assessment: Assessment, *,
            crossing_unconfirmed: bool, eviction_failed: bool, acted: bool, summary: Summary | None = None,
-           withheld: str | None = None, crossing_unaccounted: bool = False) -> CycleSeen:
+           withheld: str | None = None) -> CycleSeen:
         """The one place a cycle's report becomes what the schedule and the sensors see."""
         met = tuple(status.threshold for status in assessment.thresholds)
         return cls(started_at, frozenset(t for t in met if spec_of(t.signal).is_memory),
                    held=bool(met and not assessment.stale_signals and not eviction_failed),
-                   crossing_unconfirmed=crossing_unconfirmed, crossing_unaccounted=crossing_unaccounted,
+                   crossing_unconfirmed=crossing_unconfirmed,
                    near_crossing=near_crossing(thresholds, assessment.observations),
                    unmet_near=near_unmet_crossing(thresholds, assessment.observations),
                    grace_ends_in_s=assessment.next_decision_in_s(),
@@ -257,8 +256,7 @@ def after_cycle(state: WakeState, seen: CycleSeen, now: float) -> tuple[WakeStat
 def _scheduled(state: WakeState, started_at: float, now: float, seen: CycleSeen, *, newly_met: bool, receded: bool,
                stall_follow_up: bool) -> WakeState:
     changes = tuple(t for t in state.changes if now - t < FLAP_WINDOW_S)
-    # A crossing read only on usage memory.stat did not count yet is the statistics' lag, not memory going back.
-    if receded or (seen.crossing_unconfirmed and not seen.crossing_unaccounted):
+    if receded or seen.crossing_unconfirmed:
         changes = (*changes, now)
     # Once flapping, until a window passes with no change: read once a second, a flapping tenant shows fewer.
     flapping = len(changes) >= FLAP_CHANGES or (state.flapping and bool(changes))

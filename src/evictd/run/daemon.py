@@ -371,7 +371,6 @@ class Daemon:
                                                   or report.acted.eviction_api is not None)
         seen = CycleSeen.of(started, self.manager.state.thresholds, report.decided.assessment,
                             crossing_unconfirmed=report.observed.crossing_unconfirmed,
-                            crossing_unaccounted=report.observed.crossing_unaccounted,
                             eviction_failed=bool(report.errors_of(CycleStep.EVICTION)), acted=acted,
                             summary=report.observed.summary, withheld=report.decided.withheld)
         self._wake, plan = after_cycle(self._wake, seen, self.clock.monotonic())

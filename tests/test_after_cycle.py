@@ -23,9 +23,10 @@ from cycle_reports import (
     with_summary,
 )
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
+from evictd.adapters.memcg_set import MemcgNotifierSet
 from evictd.adapters.notifiers import PsiNotifier, Waiter
 from evictd.adapters.pod_disk_usage import POD_DISK_SOURCE_PREFIX
-from evictd.adapters.sensors import MemcgNotifierSet, Sensors, count_watch, memory_watch
+from evictd.adapters.sensors import Sensors, count_watch, memory_watch
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings

@@ -41,7 +41,7 @@ OBSERVED_BY_TESTS = {
     # bench/disk_walk_isolation.py measure with it
     "evictd.adapters.disk_usage.DiskUsageCache.usage",
     # whether the re-arming thread is busy: the notifier tests read it to wait for a re-arm
-    "evictd.adapters.sensors.MemcgNotifierSet.rearming",
+    "evictd.adapters.memcg_set.MemcgNotifierSet.rearming",
     # a Summary's API document: what the recorder's text encoder (which writes text, not documents) and the
     # changes it writes, read back, must equal; the tests check them against it
     "evictd.record.summary_json.summary_to_dict",

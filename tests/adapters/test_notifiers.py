@@ -29,10 +29,11 @@ from types import FrameType, MappingProxyType
 
 import pytest
 
+from evictd.adapters.memcg_set import MemcgNotifierSet
 from evictd.adapters.notifiers import MemcgThresholdNotifier, Notifier, PsiNotifier, Waiter
 from evictd.adapters.procfs import has_cap_sys_resource
 from evictd.adapters.psi_history import PressureHistory
-from evictd.adapters.sensors import MemcgNotifierSet, Sensors
+from evictd.adapters.sensors import Sensors
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.memcg import STATS_CATCH_UP_S, memcg_threshold_bytes
 from evictd.core.memcg_levels import MemoryFigures, Watch
@@ -1340,10 +1341,10 @@ def test_refreshing_notifiers_a_hundred_times_leaks_no_descriptors(
     memcg_dir: Path, unified_dir: Path, waiter: Waiter
 ) -> None:
     psi = PsiNotifier(str(unified_dir / "memory.pressure"), PSI_STALL_US, PSI_WINDOW_US)
+    before = notifier_fd_count()
     notifiers = MemcgNotifierSet([memory_threshold("1Mi")], memory_root=str(memcg_dir), pods_cgroup="kubepods", monotonic=time.monotonic)
     summary = summary_with(stats_for_level(0, 100 * MI, MI), None)
     waiter.set_notifiers([psi])
-    before = notifier_fd_count()
     replaced: list[MemcgThresholdNotifier] = []
     for step in range(100):
         # A fresh notifier by hand as well as the set's, as the loop would for a second threshold.
@@ -1355,7 +1356,8 @@ def test_refreshing_notifiers_a_hundred_times_leaks_no_descriptors(
         replaced.append(by_hand)
         waiter.set_notifiers([*notifiers.notifiers, by_hand, psi])
         assert waiter.wait(0) == []
-    assert notifier_fd_count() == before + 2, "only the current memcg notifiers are open besides the kept PSI one"
+    assert notifier_fd_count() == before + 3, \
+        "only the current memcg notifiers and the set's own wake-up are open besides the kept PSI one"
     assert all(is_closed(n) for n in replaced[:-2])
     assert not is_closed(psi)
     waiter.set_notifiers([psi])
@@ -1372,11 +1374,12 @@ def test_the_sensors_read_no_clock_of_their_own() -> None:
     """Times come from the loop's clock (`monotonic=`): no sensor reads `time.monotonic` or the wall clock itself."""
     import ast
 
+    import evictd.adapters.memcg_set
     import evictd.adapters.notifiers
     import evictd.adapters.sensors
 
     clocks = {"monotonic", "monotonic_ns", "time", "time_ns", "perf_counter", "perf_counter_ns"}
-    for module in (evictd.adapters.notifiers, evictd.adapters.sensors):
+    for module in (evictd.adapters.notifiers, evictd.adapters.sensors, evictd.adapters.memcg_set):
         tree = ast.parse(Path(str(module.__file__)).read_text())
         reads = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute)
                  and isinstance(node.value, ast.Name) and node.value.id == "time" and node.attr in clocks]

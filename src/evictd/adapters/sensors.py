@@ -1,62 +1,34 @@
 """The sensors between cycles (`Sensors`): they carry out the wake model's `Plan` and report what they sensed.
-Over 500 lines because every sensor of the model is here: a new reading is a row, its sensor a reader in this file.
 
 Each is one Notifier for the Waiter: a watch thread that looks at its readings at the pace of their
 `evictd.core.wake.WATCHES` rows and signals its eventfd once a look finds a threshold met (a `TargetWatch` for
-memory and each counted reading, a `RefaultWatch` per refault reading), or the cgroup v1 memcg notifier set (an
-epoll descriptor over its levels, registered in a thread of its own). They register, read and sleep; what a
-reading means is the core's.
-Invariants: one descriptor each, O_CLOEXEC, `close` idempotent and stopping the threads; no lock held while
-reading, looking, registering or waiting; a look of an arming replaced since is dropped; an unreadable source is
-skipped (the cycle reports it).
+memory and each counted reading, a `RefaultWatch` per refault reading), or cgroup v1's memcg notifier set
+(`evictd.adapters.memcg_set`). They register, read and sleep; what a reading means is the core's.
+Invariants: one descriptor each, O_CLOEXEC, `close` idempotent and stopping the threads; each state stepped by one
+thread only (a watch's by its thread); no lock held while reading, looking or waiting; a look of an arming replaced
+since is dropped; an unreadable source is skipped (the cycle reports it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import select
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 
 from evictd.adapters import procfs
-from evictd.adapters.cgroups import CgroupLayout, CgroupReader, v1_settled_usage_and_inactive_file, v1_usage
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.daemon_cgroups import daemon_counts
-from evictd.adapters.notifiers import (
-    FdOwner,
-    MemcgThresholdNotifier,
-    Notifier,
-    NotifierFailure,
-    Waiter,
-    os_sample_error,
-)
+from evictd.adapters.memcg_set import MemcgNotifierSet, quietly
+from evictd.adapters.notifiers import FdOwner, Notifier, NotifierFailure, Waiter, os_sample_error
 from evictd.core import wake
 from evictd.core.errors import SampleError
-from evictd.core.memcg import armed_inactive_file
-from evictd.core.memcg_levels import (
-    Figures,
-    Firing,
-    MemcgState,
-    MemoryFigures,
-    Registration,
-    Watch,
-    memcg_after_cycle,
-    memcg_fired,
-    memcg_installed,
-    memcg_may_change_decision,
-    memcg_rechecked,
-    memcg_registered,
-    notifier_description,
-)
-from evictd.core.signals import Reading, spec_of
-from evictd.core.thresholds import Threshold
-from evictd.core.wake import Wake
+from evictd.core.signals import Reading
 
-T = TypeVar("T")
 # On v2, a look's cost is measured over this many looks at a time: about two 10 ms ticks of a tick-accounting kernel.
 LOOK_COST_WINDOW = 32
 
@@ -312,7 +284,7 @@ class RefaultWatch(WatchThread):
 
 
 def _scans(proc_root: str) -> int | None:
-    counts = _quietly(procfs.vmstat_counts, proc_root)
+    counts = quietly(procfs.vmstat_counts, proc_root)
     return None if counts is None else counts.global_scan_pages
 
 
@@ -320,7 +292,7 @@ def node_refault_watch(*, gated: bool, monotonic: Callable[[], float], proc_root
                        look_s: float | None = None) -> RefaultWatch:
     """The node's refault watch: /proc/vmstat's page cache refaulted, of the node's memory."""
     def read() -> RefaultRead:
-        counts = _quietly(procfs.vmstat_counts, proc_root)
+        counts = quietly(procfs.vmstat_counts, proc_root)
         return (None, None, None) if counts is None else (counts.refault_file_bytes, None, counts.global_scan_pages)
     return RefaultWatch(Reading.NODE_MEMORY_REFAULT, read, gated=gated, monotonic=monotonic, look_s=look_s)
 
@@ -329,261 +301,10 @@ def daemons_refault_watch(layout: CgroupLayout, *, gated: bool, monotonic: Calla
                           proc_root: str = "/proc") -> RefaultWatch:
     """The daemons' refault watch: system.slice's re-reads, of its memory."""
     def read() -> RefaultRead:
-        daemons = _quietly(lambda _: daemon_counts(layout), "")
+        daemons = quietly(lambda _: daemon_counts(layout), "")
         return (None if daemons is None else daemons.refault_bytes, None if daemons is None else daemons.usage_bytes,
                 _scans(proc_root))
     return RefaultWatch(Reading.DAEMONS_MEMORY_REFAULT, read, gated=gated, monotonic=monotonic)
-
-
-class MemcgNotifierSet:
-    """A memcg level per memory threshold (``memory.available`` on `memory_root`, ``allocatableMemory.available`` on
-    its `pods_cgroup`) and two watches beside it, registered where the memcg model says; one Notifier (an epoll
-    descriptor). A firing is judged first (`consume`): ``memcg`` when it may change the decision, ``memcg_rearm``
-    for page cache. Re-arming runs in a thread (a registration waits for an RCU grace period); the old eventfd stays
-    until the new one is. Where the kernel cannot say in time, `recheck` reads in its place every `recheck_s`."""
-
-    poll_events = select.POLLIN
-
-    def __init__(self, thresholds: Sequence[Threshold], *, memory_root: str, pods_cgroup: str,
-                 monotonic: Callable[[], float], fresh_inactive_file: Callable[[], int] | None = None) -> None:
-        """`fresh_inactive_file`: the hierarchy root's inactive file now (/proc/meminfo); None: none."""
-        self.thresholds = tuple(t for t in thresholds if spec_of(t.signal).memcg_watched)
-        pods_dir = os.path.join(memory_root, pods_cgroup.strip("/"))
-        self._model = MemcgState.of(
-            self.thresholds, [pods_dir if spec_of(t.signal).reading is Reading.PODS_MEMORY else memory_root
-                              for t in self.thresholds], memory_root)
-        self.fresh_inactive_file = fresh_inactive_file  # None: memory.stat's figure alone
-        self._monotonic = monotonic  # the loop's clock
-        self._slots: dict[Watch, list[MemcgThresholdNotifier | None]] = {
-            watch: [None] * len(self.thresholds) for watch in Watch}
-        self._epoll: select.epoll | None = select.epoll(flags=select.EPOLL_CLOEXEC)
-        # Each registered eventfd's threshold index, which notifier of it, and the notifier.
-        self._by_fd: dict[int, tuple[int, Watch, MemcgThresholdNotifier]] = {}
-        self._lock = threading.Lock()  # the model, the slots, `_by_fd` and the epoll set: the loop's and the thread's
-        self._jobs: queue.SimpleQueue[Registration | None] = queue.SimpleQueue()
-        # The places with a registration in the thread's hands, each with the newer one asked for meanwhile.
-        self._pending: dict[tuple[int, Watch], Registration | None] = {}
-        self._failures: list[NotifierFailure] = []
-        self.cause = Wake.MEMCG
-        self.description = "memory eviction thresholds"
-        # Started here: a thread started at a later re-arm would start on the loop's path, at a moment nobody chose.
-        self._worker: threading.Thread | None = threading.Thread(target=self._rearm, name="evictd-memcg-rearm",
-                                                                 daemon=True)
-        self._worker.start()
-
-    @property
-    def notifiers(self) -> tuple[Notifier, ...]:
-        """What the Waiter polls: the set itself until closed (kept while nothing is registered)."""
-        return () if self._epoll is None else (self,)
-
-    def _armed(self, watch: Watch) -> tuple[MemcgThresholdNotifier, ...]:
-        with self._lock:
-            return tuple(n for n in self._slots[watch] if n is not None)
-
-    @property
-    def levels(self) -> tuple[MemcgThresholdNotifier, ...]:
-        """The registered threshold levels (where the last arming succeeded)."""
-        return self._armed(Watch.LEVEL)
-
-    @property
-    def drop_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
-        return self._armed(Watch.DROP)
-
-    @property
-    def approach_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
-        return self._armed(Watch.APPROACH)
-
-    @property
-    def rearming(self) -> bool:
-        """True while registrations asked of the thread are not done yet."""
-        with self._lock:
-            return bool(self._pending)
-
-    def fileno(self) -> int:
-        """The epoll descriptor; raises ValueError once closed."""
-        if self._epoll is None:
-            raise ValueError("memcg notifier set is closed")
-        return self._epoll.fileno()
-
-    def consume(self) -> None:
-        """Acknowledge the eventfds that fired and have the model judge them on fresh figures: `cause` ``memcg`` when
-        one may change the decision, else ``memcg_rearm`` (re-armed in the thread); `description` names them."""
-        fired: list[tuple[int, Watch, MemcgThresholdNotifier]] = []
-        with self._lock:
-            if self._epoll is None:
-                return
-            for fd, _ in self._epoll.poll(0):
-                slot = self._by_fd.get(fd)
-                if slot is not None:
-                    slot[2].consume()
-                    fired.append(slot)
-        figures = self._read_figures(self._model.cgroup_dirs[index] for index, _, _ in fired)
-        now = self._monotonic()
-        with self._lock:
-            firings = [Firing(index, watch, watch is Watch.LEVEL and notifier is self._slots[Watch.LEVEL][index])
-                       for index, watch, notifier in fired]
-            self._model, needing, registrations = memcg_fired(self._model, firings, figures, now)
-        self.cause = Wake.MEMCG if any(needing) or not fired else Wake.MEMCG_REARM
-        named = [notifier for (_, _, notifier), needs in zip(fired, needing, strict=True) if needs] or \
-            [notifier for _, _, notifier in fired]
-        self.description = ", ".join(notifier.description for notifier in named)
-        self._submit(registrations)
-
-    def _read_figures(self, folders: Iterable[str]) -> dict[str, Figures | None]:
-        """Usage and the inactive file to arm with of each folder, read once each; None where a read failed."""
-        figures: dict[str, Figures | None] = {}
-        for folder in dict.fromkeys(folders):
-            read = _quietly(v1_settled_usage_and_inactive_file, folder)
-            fresh = self._fresh_root_inactive() if read is not None and folder == self._model.memory_root else None
-            figures[folder] = None if read is None else (read[0], armed_inactive_file(read[1], fresh))
-        return figures
-
-    def _fresh_root_inactive(self) -> int | None:
-        """The memory root's inactive file now, or None (memory.stat's figure alone)."""
-        fresh = self.fresh_inactive_file
-        return None if fresh is None else _quietly(lambda _: fresh(), "")
-
-    @property
-    def recheck_s(self) -> float | None:
-        """How often the Waiter polls `recheck` (`MemcgState.recheck_s`), or None."""
-        with self._lock:
-            return self._model.recheck_s
-
-    def recheck(self) -> bool:
-        """Read in the kernel's place what the model asks and have it judged: True when a threshold crossed (`cause`
-        ``memcg``, `description` naming it, as a firing of its level would)."""
-        with self._lock:
-            unwatched = dict(self._model.unwatched)
-            closely = dict(self._model.read_closely)
-        # Unreadable: the registration under way, or the next cycle, reports it.
-        unwatched_read = [(index, level, _quietly(v1_usage, self._model.cgroup_dirs[index]))
-                          for index, level in unwatched.items()]
-        closely_read = [(index, reading, _quietly(v1_settled_usage_and_inactive_file, self._model.cgroup_dirs[index]))
-                        for index, reading in closely.items()]
-        now = self._monotonic()
-        with self._lock:
-            self._model, crossed = memcg_rechecked(self._model, unwatched_read, closely_read, now)
-        if crossed:
-            self.cause = Wake.MEMCG
-            self.description = ", ".join(crossed)
-        return bool(crossed)
-
-    def may_change_decision(self) -> bool:
-        """Whether a wake-up naming no threshold (PSI) may change the decision (`memcg_may_change_decision`)."""
-        with self._lock:
-            folders = self._model.known_folders
-        figures = self._read_figures(folders)
-        with self._lock:
-            return memcg_may_change_decision(self._model, figures)
-
-    def update(self, figures: Mapping[Threshold, MemoryFigures | SampleError], now: float
-               ) -> list[NotifierFailure]:
-        """Follow the `figures` of a cycle that began at `now` (`memcg_after_cycle`); the notifiers that failed since
-        the last call (the first arming's are registered here and now)."""
-        with self._lock:
-            errors, self._failures = self._failures, []
-        fresh_root = self._fresh_root_inactive() if self._model.watches_root else None
-        with self._lock:
-            self._model, followed = memcg_after_cycle(self._model, figures, fresh_root, cycle_at=now,
-                                                      now=self._monotonic())
-        errors += [NotifierFailure(self.thresholds[index], Watch.LEVEL, exc) for index, exc in followed.unreadable]
-        if followed.at_once:
-            errors += [failure for registration in followed.registrations
-                       if (failure := self._arm(registration)) is not None]
-        else:
-            self._submit(followed.registrations)
-        return errors
-
-    def _arm(self, registration: Registration) -> NotifierFailure | None:
-        """Register `registration` in its place (a watch at <= 0 or beside no level: none); the failure, which leaves
-        the place empty. Any thread."""
-        index, watch, level = registration.index, registration.watch, registration.level
-        new = None
-        with self._lock:
-            no_level = self._slots[Watch.LEVEL][index] is None
-        if watch is Watch.LEVEL or not (level <= 0 or no_level):
-            try:
-                new = MemcgThresholdNotifier(
-                    self._model.cgroup_dirs[index], level, notifier_description(self.thresholds[index], watch),
-                    cause=Wake.MEMCG if watch is Watch.LEVEL else Wake.MEMCG_REARM,
-                    usage_seen=registration.usage_bytes)
-            except SampleError as exc:
-                self._install(index, watch, None)
-                if watch is Watch.LEVEL:  # the watches follow the level: none beside no level
-                    self._install(index, Watch.DROP, None)
-                    self._install(index, Watch.APPROACH, None)
-                return NotifierFailure(self.thresholds[index], watch, exc)
-        if not self._install(index, watch, new) and new is not None:
-            new.close()  # the set was closed meanwhile
-        return None
-
-    def _install(self, index: int, watch: Watch, new: MemcgThresholdNotifier | None) -> bool:
-        """Swap `new` into its place and into the epoll set; close the one it replaces. False once closed."""
-        with self._lock:
-            if self._epoll is None:
-                return False
-            slots = self._slots[watch]
-            old, slots[index] = slots[index], new
-            self._model = memcg_installed(self._model, index, watch, None if new is None else new.threshold_bytes)
-            if new is not None:
-                self._by_fd[new.fileno()] = (index, watch, new)
-                self._epoll.register(new.fileno(), select.EPOLLIN)
-            if old is not None:
-                del self._by_fd[old.fileno()]
-                old.close()  # closing the eventfd also takes it out of the epoll set
-            return True
-
-    def _submit(self, registrations: Iterable[Registration]) -> None:
-        """Hand `registrations` to the thread, one at a time per place; the newest asked meanwhile follows it."""
-        for registration in registrations:
-            key = (registration.index, registration.watch)
-            with self._lock:
-                if key in self._pending:
-                    self._pending[key] = registration
-                    continue
-                self._pending[key] = None
-            self._jobs.put(registration)
-
-    def _rearm(self) -> None:
-        while (registration := self._jobs.get()) is not None:
-            failure = self._arm(registration)
-            key = (registration.index, registration.watch)
-            with self._lock:
-                newer = self._pending.pop(key, None)
-                if newer is not None:
-                    self._pending[key] = None
-                    self._jobs.put(newer)
-                elif registration.watch is Watch.LEVEL:
-                    # The kernel watches the newest level now.
-                    self._model = memcg_registered(self._model, registration.index)
-                if failure is not None:
-                    self._failures.append(failure)
-
-    def close(self) -> None:
-        """Stop the re-arming thread and close every notifier and the epoll descriptor. Idempotent."""
-        if self._worker is not None:
-            self._jobs.put(None)
-            self._worker.join()
-            self._worker = None
-        with self._lock:
-            for slots in self._slots.values():
-                for notifier in slots:
-                    if notifier is not None:
-                        notifier.close()
-            self._slots = {watch: [None] * len(self.thresholds) for watch in Watch}
-            self._by_fd = {}
-            self._pending.clear()
-            self._model = self._model.forgotten()
-            epoll, self._epoll = self._epoll, None
-        if epoll is not None:
-            epoll.close()
-
-def _quietly(read: Callable[[str], T], folder: str) -> T | None:
-    """`read(folder)`, or None when it cannot be read."""
-    try:
-        return read(folder)
-    except SampleError:
-        return None
 
 
 class Sensors:

@@ -2,7 +2,7 @@
 (each threshold's level, with a drop and an approach `Watch` beside it), which firing earns a cycle, and what to read
 in the kernel's place while a level is unwatched or the kernel's statistics are behind. The arithmetic is the
 kubelet's, in `evictd.core.memcg`. Pure: every time is an argument (monotonic seconds), states are immutable; the
-sensor that registers the levels (adapters/sensors.py) alone steps its state.
+sensor that registers the levels (adapters/memcg_set.py) alone steps its state, on the loop's thread.
 """
 
 from __future__ import annotations

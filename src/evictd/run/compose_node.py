@@ -22,6 +22,7 @@ from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSetting
 from evictd.adapters.filesystems import detect_layout
 from evictd.adapters.hugepages import hugepages_bytes
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
+from evictd.adapters.memcg_set import MemcgNotifierSet
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_stats import NodeStatsSource, existing_ancestor, pods_limit_events
 from evictd.adapters.notifiers import SYSTEM_MEMORY_PRESSURE, Notifier, PsiNotifier, Waiter
@@ -30,7 +31,6 @@ from evictd.adapters.procfs import global_reclaim_scan_pages, inactive_file_byte
 from evictd.adapters.runtime_gc import CriContainerGC, CriImageGC, RuntimeReclaimer, imagefs_usage
 from evictd.adapters.runtime_node import PeriodicGC, RuntimeFilesystems, RuntimeLayout
 from evictd.adapters.sensors import (
-    MemcgNotifierSet,
     RefaultWatch,
     Sensors,
     TargetWatch,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import threading
 import time
 import uuid
@@ -317,7 +318,10 @@ def test_a_stop_the_runtime_cannot_carry_out_kills_the_pod_through_its_cgroup(
     with shims_out_of_pids(containerd):
         how = runtime.stop_pod(eviction_of(pod_of(victim), 2))
         assert killed == [victim.uid]
-        assert re.match(r"by killing its \d+ processes through its cgroup \(the runtime could not stop it: CRI "
+        # Out of pids, the shim itself may die mid-stop (its next thread refused): containerd's clean-up after a
+        # dead shim then kills the container before evictd looks (seen in 1 of 14 fresh-clone CI runs).
+        assert re.match(r"(by killing its \d+ processes through its cgroup|by the runtime after all: its cgroup "
+                        r"holds no process and no container of it runs) \(the runtime could not stop it: CRI "
                         r"StopContainer failed: UNKNOWN", how), how
         assert "fork/exec /usr/sbin/runc: resource temporarily unavailable" in how, how
         assert wait_until(lambda: not (pod_cgroup / "cgroup.procs").exists()
@@ -326,6 +330,34 @@ def test_a_stop_the_runtime_cannot_carry_out_kills_the_pod_through_its_cgroup(
     assert wait_until(lambda: containerd.cri.container_status(victim.container_ids["app"]).state
                       is ContainerState.EXITED, 10.0)
     assert containerd.cri.container_status(victim.container_ids["app"]).exit_code == SIGKILL_EXIT_CODE
+
+
+def test_a_pod_whose_processes_are_gone_when_the_runtimes_stop_failed_is_stopped_not_a_failed_eviction(
+        containerd: Containerd, pods: PodFactory, tmp_path: Path) -> None:
+    """The shim out of pids fails the stop and then dies (here killed by the test when evictd turns to the cgroup,
+    as a shim refused its next thread does), and the container's processes with it (containerd's clean-up after a
+    dead shim did so in the CI run that found this; here the test kills them), so nothing is left in the cgroup. The pod is stopped: not a failure that would have the next pod evicted; the stop
+    says how."""
+    victim = pods.run(unique("gone"), [busybox_container("app", SLEEP_FOREVER_SCRIPT)])
+    pod_cgroup = CGROUP_MOUNT / "memory" / victim.cgroup_parent.lstrip("/")
+    app = victim.container_ids["app"]
+    member = _procs_below(pod_cgroup)[0]  # the pause or the app: each a child of the pod's shim
+
+    def gone_before(uid: str) -> int:
+        shim = next(int(line.split()[1]) for line in Path(f"/proc/{member}/status").read_text().splitlines()
+                    if line.startswith("PPid:"))
+        os.kill(shim, signal.SIGKILL)
+        kill_cgroup_tree(str(pod_cgroup))  # what containerd's clean-up after the dead shim does, when it does
+        assert wait_until(lambda: containerd.cri.container_status(app).state is ContainerState.EXITED
+                          and not _procs_below(pod_cgroup), 10.0)
+        return kill_cgroup_tree(str(pod_cgroup))  # what evictd finds: no process
+
+    runtime = CriRuntime(containerd.cri, RuntimeFilesystems(containerd.cri, str(tmp_path), str(tmp_path)), gc=None,
+                         kill_processes=gone_before)
+    with shims_out_of_pids(containerd):
+        how = runtime.stop_pod(eviction_of(pod_of(victim), 2))
+    assert how.startswith("by the runtime after all: its cgroup holds no process and no container of it runs (the "
+                          "runtime could not stop it: CRI StopContainer failed: UNKNOWN"), how
 
 
 def test_a_pod_deaf_to_sigterm_is_killed_once_memory_ran_short_during_its_grace_period(

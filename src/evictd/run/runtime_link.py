@@ -182,6 +182,15 @@ class CriRuntime:
     def container_names(self, pod_uid: str) -> dict[str, str]:
         return {container.id: container.name for container in self._client.list_containers(pod_uid=pod_uid)}
 
+    def _containers_stopped(self, pod_uid: str) -> bool:
+        """Whether the runtime lists the pod's containers and none of them runs (False when it cannot say)."""
+        try:
+            containers = self._read("ListContainers", lambda timeout_s: self._client.list_containers(
+                pod_uid=pod_uid, timeout_s=timeout_s))
+        except EvictdError:
+            return False
+        return bool(containers) and not any(c.state in STOPPABLE_STATES for c in containers)
+
     def pod_running(self, pod_uid: str) -> bool | None:
         """A ready sandbox or a live container; None when the runtime cannot answer (the wait after an eviction
         then relies on the API alone)."""
@@ -263,12 +272,17 @@ class CriRuntime:
 
     def _kill_through_cgroup(self, eviction: Eviction, why: str, failure: CRIError | None, terminated: int = 0) -> str:
         """Kill the pod's processes through its cgroup because of `why`; raise when it holds none (the runtime's
-        `failure` or a CRIError), unless `terminated` processes ended on SIGTERM first."""
+        `failure` or a CRIError), unless `terminated` processes ended on SIGTERM first or, after the runtime's
+        `failure`, it lists the pod's containers and none runs."""
         assert self._kill_processes is not None
         how = stop_through_cgroup(self._kill_processes, eviction, why)
         if how is None:
             if terminated:
                 return f"by SIGTERM to its {terminated} processes through its cgroup ({why})"
+            if failure is not None and self._containers_stopped(eviction.pod.uid):
+                # A shim that died mid-stop has containerd's clean-up kill what it ran: stopped, not a failure to
+                # evict (which would rank the next pod).
+                return f"by the runtime after all: its cgroup holds no process and no container of it runs ({why})"
             if failure is not None:
                 raise failure
             raise CRIError("StopPodSandbox", UNANSWERED, f"{why}, and the pod's cgroup holds no process")

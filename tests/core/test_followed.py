@@ -1,6 +1,7 @@
 """The kubelet release evictd follows and the HugepageAwareEviction gate (`evictd.core.followed`), with upstream's
 vectors for the 1.37 figure (kubernetes PR #138127, pkg/kubelet/server/stats/summary_hugepages_test.go
-TestAdjustForHugePages: the node's AvailableBytes less the sum of its hugepages-* capacity, clamped at 0)."""
+TestAdjustForHugePages, v1.37: the node's AvailableBytes less the sum of its hugepages-* capacity, clamped at 0; all
+seven of its cases but TestAdjustForHugePagesDoesNotMutateOriginal, which is about Go pointers)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ def test_an_unreadable_version_is_an_error_naming_key_value_and_what_is_accepted
 
 @pytest.mark.parametrize(("available", "hugepages", "expected"), [
     (None, 0, None),                     # upstream "nil AvailableBytes"
+    (None, 4 * GI, None),                # v1.37 "nil memory stats": no figure stays no figure, whatever the pages
+    (10000, 0, 10000),                   # v1.37 "nil node": no hugepage figure (evictd reads sysfs, not the
+                                         # Node; an unreadable pool is a recorded problem and counts 0): unchanged
     (10000, 0, 10000),                   # "no hugepages in capacity"
     (10 * GI, 4 * GI, 6 * GI),           # "hugepages subtracted from available"
     (10 * GI, 2 * GI + 1 * GI, 7 * GI),  # "multiple hugepage sizes": 1Gi pages 2Gi, 2Mi pages 1Gi

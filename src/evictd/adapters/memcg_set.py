@@ -80,6 +80,7 @@ class MemcgNotifierSet:
         # The places with a registration in the thread's hands, each with the newer one asked for meanwhile.
         self._pending: dict[tuple[int, Watch], Registration | None] = {}
         self._failures: list[NotifierFailure] = []
+        self._polling = False  # the loop polls `recheck` (set by the loop, read by the thread)
         self.cause = Wake.MEMCG
         self.description = "memory eviction thresholds"
         # Started here: a thread started at a later re-arm would start on the loop's path, at a moment nobody chose.
@@ -127,7 +128,7 @@ class MemcgNotifierSet:
         thread, or only registrations taken); `description` names them."""
         if self._epoll is None:
             return
-        registered = self._take_registered()
+        registered = self._take_registered(acknowledge=True)
         fired: list[tuple[int, Watch, MemcgThresholdNotifier]] = []
         for fd, _ in self._epoll.poll(0):
             slot = self._by_fd.get(fd)
@@ -160,8 +161,12 @@ class MemcgNotifierSet:
 
     @property
     def recheck_s(self) -> float | None:
-        """How often the Waiter polls `recheck` (`MemcgState.recheck_s`), or None."""
+        """How often the Waiter polls `recheck` (`MemcgState.recheck_s`), or None. While it polls, the thread does not
+        wake the set: each step takes what it registered."""
         self._take_registered()
+        self._polling = self._model.recheck_s is not None
+        if not self._polling:
+            self._take_registered()  # handed back before the flag fell: the thread saw it up and woke nobody
         return self._model.recheck_s
 
     def recheck(self) -> bool:
@@ -253,11 +258,12 @@ class MemcgNotifierSet:
             self._pending[key] = None
             self._jobs.put(registration)
 
-    def _take_registered(self) -> bool:
-        """Put in place what the thread registered since (the loop's side); whether it had woken the set or there
-        was any (a wake-up with nothing else is not a firing)."""
+    def _take_registered(self, *, acknowledge: bool = False) -> bool:
+        """Put in place what the thread registered since (the loop's side); whether there was any, or, when
+        `acknowledge` (a wake-up of the set), whether the thread had woken it (a wake-up with nothing else is not a
+        firing). The eventfd is read only then or with something to take: not a syscall a `recheck_s` step."""
         taken = False
-        if self._epoll is not None:
+        if self._epoll is not None and (acknowledge or not self._done.empty()):
             with contextlib.suppress(OSError):
                 taken = os.eventfd_read(self._done_fd) > 0
         while True:
@@ -279,10 +285,18 @@ class MemcgNotifierSet:
                 self._failures.append(failure)
 
     def _rearm(self) -> None:
-        while (registration := self._jobs.get()) is not None:
-            self._done.put(self._arm(registration))
-            with contextlib.suppress(OSError):  # closed meanwhile: `close` closes what it registered
-                os.eventfd_write(self._done_fd, 1)
+        """Register each job and hand it back; wake the set once the jobs asked together are done (a firing asks for
+        a level and its watches), and not while the loop polls `recheck` (it takes them within `recheck_s`)."""
+        job = self._jobs.get()
+        while job is not None:
+            self._done.put(self._arm(job))
+            with contextlib.suppress(queue.Empty):
+                job = self._jobs.get_nowait()
+                continue
+            if not self._polling:
+                with contextlib.suppress(OSError):  # closed meanwhile: `close` closes what it registered
+                    os.eventfd_write(self._done_fd, 1)
+            job = self._jobs.get()
 
     def close(self) -> None:
         """Stop the re-arming thread and close every notifier and the epoll descriptor. Idempotent."""

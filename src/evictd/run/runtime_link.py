@@ -20,7 +20,7 @@ from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.core.engine import Eviction
 from evictd.core.errors import CRIError, EvictdError
 from evictd.core.fs_layout import FsLayout, ReclaimAction
-from evictd.core.runtime import Sandbox, SandboxState
+from evictd.core.runtime import Container, Sandbox, SandboxState
 from evictd.core.signals import spec_of
 from evictd.core.unanswered import Unanswered, overdue_for
 from evictd.cri import ContainerUsage, Runtime, RuntimeSlot, RuntimeVersion, SandboxUsage, stop_through_cgroup
@@ -182,11 +182,15 @@ class CriRuntime:
     def container_names(self, pod_uid: str) -> dict[str, str]:
         return {container.id: container.name for container in self._client.list_containers(pod_uid=pod_uid)}
 
+    def _containers(self, pod_uid: str) -> Sequence[Container]:
+        """The pod's containers as the runtime lists them. Raises EvictdError."""
+        return self._read("ListContainers", lambda timeout_s: self._client.list_containers(
+            pod_uid=pod_uid, timeout_s=timeout_s))
+
     def _containers_stopped(self, pod_uid: str) -> bool:
         """Whether the runtime lists the pod's containers and none of them runs (False when it cannot say)."""
         try:
-            containers = self._read("ListContainers", lambda timeout_s: self._client.list_containers(
-                pod_uid=pod_uid, timeout_s=timeout_s))
+            containers = self._containers(pod_uid)
         except EvictdError:
             return False
         return bool(containers) and not any(c.state in STOPPABLE_STATES for c in containers)
@@ -197,8 +201,7 @@ class CriRuntime:
         try:
             sandboxes = self._read("ListPodSandbox", lambda timeout_s: self._client.list_sandboxes(
                 pod_uid=pod_uid, timeout_s=timeout_s))
-            containers = self._read("ListContainers", lambda timeout_s: self._client.list_containers(
-                pod_uid=pod_uid, timeout_s=timeout_s))
+            containers = self._containers(pod_uid)
         except EvictdError:
             return None
         return any(s.state is SandboxState.READY for s in sandboxes) or any(

@@ -308,6 +308,22 @@ def test_check_config_says_who_enforces_ephemeral_storage_limits(tmp_path: Path)
     assert "warning: nobody enforces pods' ephemeral-storage limits" in result.stderr
 
 
+def test_check_config_without_kubelet_version_says_run_takes_it_from_the_node(tmp_path: Path) -> None:
+    # check-config reads no API: without kubeletVersion it follows v1.36 and says where `run` finds the version.
+    unset = evictd("check-config", "--config-only", "--config", "config/kubelet-config.yaml", "-o", "json")
+    assert unset.returncode == 0, unset.stderr
+    semantics = json.loads(unset.stdout)["kubelet_semantics"]
+    assert (semantics["version"], semantics["hugepage_aware_eviction"]) == ("v1.36", False)
+    assert semantics["version_source"] == (
+        "evictd's default: kubeletVersion not set; check-config reads no Node; `evictd run` with the Kubernetes API "
+        "takes the version from its Node's nodeInfo.kubeletVersion at start-up")
+    given = write(tmp_path, "given.yaml", "apiVersion: evictd.io/v1alpha1\nkind: EvictdConfiguration\n"
+                                          "kubeletVersion: v1.37.1\n")
+    text = evictd("check-config", "--config-only", "--config", "config/kubelet-config.yaml", "--config", given)
+    assert text.returncode == 0, text.stderr
+    assert "kubelet semantics followed: v1.37 (kubeletVersion v1.37.1); HugepageAwareEviction: on" in text.stdout
+
+
 def test_check_config_says_nobody_evicts_when_evictd_lost_its_thresholds_and_the_kubelets_are_off(
         tmp_path: Path) -> None:
     lost = write(tmp_path, "lost.yaml", KUBELET + "evictionHard: {}\n")

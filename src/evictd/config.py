@@ -106,7 +106,7 @@ class EvictdSettings:
     container_runtime_endpoint: str = field(default=DEFAULT_ENDPOINT, metadata={"yaml": "containerRuntimeEndpoint"})
     runtime_request_timeout_s: float = field(default=10.0, metadata={"yaml": "runtimeRequestTimeout"})
     kubeconfig: str = field(default="", metadata={"yaml": "kubeconfig"})
-    # The kubelet's version, for the semantics evictd follows (`evictd.core.followed`); empty: v1.36's.
+    # The kubelet's version, for the semantics evictd follows (`evictd.core.followed`); empty: the Node's, else v1.36's.
     kubelet_version: str = field(default="", metadata={"yaml": "kubeletVersion"})
     node_condition_mode: ConditionMode = field(default=ConditionMode.EVICTD, metadata={"yaml": "nodeConditionMode"})
     node_status_update_frequency_s: float = field(default=10.0, metadata={"yaml": "nodeStatusUpdateFrequency"})
@@ -184,9 +184,10 @@ class Configuration:
     reservation: NodeReservation = field(default_factory=NodeReservation)
     warnings: tuple[str, ...] = ()  # what the kubelet lets pass: ignored documents, unknown or repeated keys
 
-    def semantics(self) -> KubeletSemantics:
-        """The kubelet release followed and its gates' states (`evictd.core.followed`)."""
-        return kubelet_semantics(self.evictd.kubelet_version, self.eviction.feature_gates)
+    def semantics(self, no_node: str = "") -> KubeletSemantics:
+        """The kubelet release followed and its gates' states without a Node's word (`no_node`: why none;
+        `evictd.core.followed`)."""
+        return kubelet_semantics(self.evictd.kubelet_version, self.eviction.feature_gates, no_node=no_node)
 
     def protections_wanted(self, reported_only: str | None = None) -> ProtectionWanted:
         """What this configuration asks of the protections against thrash (`evictd.core.protections`)."""

@@ -1,13 +1,20 @@
 """`evictd run` at start: an evictd without any threshold says so loudly (a warning naming the consequence, and
 `evictd_thresholds_configured` at 0, which the EvictdNoThresholds alert fires on), and says who evicts on each
 signal beside the node's kubelet (`--kubelet-config`, or the running kubelet's command line: a real process named
-`kubelet`); a backstop configuration is reported as one, a kubelet that cannot be read is said and never stops it."""
+`kubelet`); a backstop configuration is reported as one, a kubelet that cannot be read is said and never stops it.
+Which kubelet release it follows is said too: without `kubeletVersion`, with the test API server, its Node's
+nodeInfo.kubeletVersion, read before the first cycle."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from apiserver import ApiServer
 from evictd_process import EvictdProcess
+from kube_objects import node_manifest
+from test_state_dir_lock import NODE
+from test_state_dir_lock import start as start_with_api
 
 from named_kubelet import named_kubelet, proc_of
 
@@ -101,4 +108,40 @@ def test_run_says_which_kubelet_it_follows_and_the_hugepage_gates_state(
     assert said["gate_source"] == "featureGates.HugepageAwareEviction: true"
     assert "kubeletVersion not set" in said["version_source"]
     daemon.wait_event("evictd started")
+    assert daemon.stop() == 0
+
+
+@pytest.mark.parametrize(("kubelet_version", "followed", "aware"), [
+    pytest.param("v1.37.1", "v1.37", True, id="node-v1.37-gate-on"),
+    pytest.param("v1.36.2", "v1.36", False, id="node-v1.36-no-change"),
+])
+def test_run_without_kubelet_version_follows_its_nodes_kubelet(
+        tmp_path: Path, apiserver: ApiServer, evictd_processes: list[EvictdProcess], kubelet_version: str,
+        followed: str, aware: bool) -> None:
+    apiserver.store.create_node(node_manifest(NODE, kubelet_version=kubelet_version))
+    daemon = start_with_api(tmp_path, "run", apiserver, tmp_path / "state", evictd_processes)
+    said = daemon.wait_event("kubelet semantics")
+    assert (said["version"], said["hugepage_aware_eviction"]) == (followed, aware)
+    assert said["version_source"] == f"Node {NODE} nodeInfo.kubeletVersion {kubelet_version}"
+    started = daemon.wait_event("evictd started")
+    events = daemon.events
+    assert events.index(said) < events.index(started), "the Node is read before the first cycle"
+    assert daemon.stop() == 0
+
+
+def test_run_pinned_to_dry_run_follows_its_nodes_kubelet_without_waiting_for_it(
+        tmp_path: Path, apiserver: ApiServer, evictd_processes: list[EvictdProcess]) -> None:
+    # `--dry-run`: no label is followed, so the Node's first read is the watch thread's, not waited for at start.
+    apiserver.store.create_node(node_manifest(NODE, kubelet_version="v1.37.1"))
+    daemon = EvictdProcess(tmp_path, kubelet="evictionHard: {}\nenforceNodeAllocatable: []\n", args=("--dry-run",),
+                           evictd=f"nodeName: {NODE}\nkubeconfig: {apiserver.kubeconfig_path}\n"
+                                  f"containerRuntimeEndpoint: unix://{tmp_path}/no-runtime.sock\n"
+                                  "housekeepingInterval: 1s\npsiWakeups: false\nmemcgWakeups: false\n")
+    evictd_processes.append(daemon)
+    said = daemon.wait_event("kubelet semantics")
+    assert (said["version"], said["hugepage_aware_eviction"]) == ("v1.37", True)
+    assert said["version_source"] == f"Node {NODE} nodeInfo.kubeletVersion v1.37.1"
+    daemon.wait_event("evictd started")
+    daemon.wait_for_cycles(1)
+    assert not [r for r in apiserver.requests if r.method != "GET" and "/nodes/" in r.path], "--dry-run writes nothing"
     assert daemon.stop() == 0

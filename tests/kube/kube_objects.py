@@ -29,8 +29,9 @@ def pod_manifest(name: str, namespace: str = "default", *, node_name: str | None
 
 
 def node_manifest(name: str = "node-a", *, ready: bool = True, taints: list[dict[str, str]] | None = None,
-                  labels: dict[str, str] | None = None) -> dict[str, Any]:
-    """A node with a Ready condition, kubelet version and addresses, as a registered kubelet reports it."""
+                  labels: dict[str, str] | None = None, kubelet_version: str = "v1.37.1") -> dict[str, Any]:
+    """A node with a Ready condition, kubelet version (status.nodeInfo.kubeletVersion, as the kubelet's VersionInfo
+    setter writes it) and addresses, as a registered kubelet reports it."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -46,7 +47,7 @@ def node_manifest(name: str = "node-a", *, ready: bool = True, taints: list[dict
                  "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"},
             ],
             "addresses": [{"type": "InternalIP", "address": "10.0.0.10"}, {"type": "Hostname", "address": name}],
-            "nodeInfo": {"kubeletVersion": "v1.37.1", "osImage": "Debian GNU/Linux 12 (bookworm)",
+            "nodeInfo": {"kubeletVersion": kubelet_version, "osImage": "Debian GNU/Linux 12 (bookworm)",
                          "kernelVersion": "6.1.0-0-amd64", "containerRuntimeVersion": "containerd://1.6.20",
                          "architecture": "amd64", "operatingSystem": "linux", "bootID": "", "kubeProxyVersion": "",
                          "machineID": "", "systemUUID": ""},

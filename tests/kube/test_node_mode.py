@@ -4,6 +4,7 @@ mode Events written on the Node off the caller's path."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,9 +13,10 @@ from apiserver import ApiServer
 from evictd_kube_support import evictd_api_client
 from kube_objects import node_manifest
 
+from evictd.core.followed import NodeKubelet
 from evictd.core.run_mode import MODE_LABEL
 from evictd.kube.events import EventRecorder
-from evictd.kube.node_mode import NodeLabelWatch
+from evictd.kube.node_mode import NodeLabelWatch, node_kubelet
 from log_capture import LogCapture
 from polling import wait_until
 
@@ -94,3 +96,67 @@ def test_announced_events_are_written_on_the_node(apiserver: ApiServer,
     [event] = written()
     assert event["involvedObject"]["kind"] == "Node" and event["involvedObject"]["name"] == NODE
     assert (event["type"], event["message"]) == ("Normal", "evictd on this node is now acting")
+
+
+def patch_kubelet_version(apiserver: ApiServer, version: str) -> None:
+    """What a kubelet upgraded in place writes: its new version in the Node's status.nodeInfo (a strategic-merge
+    patch of nodes/status through the real `kubernetes` client, as the kubelet's status update is one)."""
+    from kubernetes import client as k8s
+
+    api_client = apiserver.api_client()
+    try:
+        k8s.CoreV1Api(api_client).patch_node_status(NODE, {"status": {"nodeInfo": {"kubeletVersion": version}}})
+    finally:
+        api_client.close()
+
+
+def test_each_read_hands_over_what_the_node_says_of_its_kubelet(apiserver: ApiServer) -> None:
+    apiserver.store.create_node(node_manifest(NODE, kubelet_version="v1.36.2-eks-1234"))
+    client = evictd_api_client(apiserver)
+    said: list[NodeKubelet] = []
+    watch = NodeLabelWatch(client, NODE, EventRecorder(client, NODE), log=LogCapture(), period_s=PERIOD_S,
+                           on_kubelet=said.append)
+    try:
+        watch.start()
+        assert said[0] == NodeKubelet(NODE, "v1.36.2-eks-1234"), "read before the first cycle"
+        patch_kubelet_version(apiserver, "v1.37.0")
+        wait_until(lambda: said[-1] == NodeKubelet(NODE, "v1.37.0"), timeout_s=5, what="the upgrade read")
+        apiserver.faults.fail_next(1, code=503, method="GET", path=f"/api/v1/nodes/{NODE}$")
+        wait_until(lambda: any(s.unread for s in said), timeout_s=5, what="the failed read")
+        [failed] = [s for s in said if s.unread]
+        assert failed.node_name == NODE and "503" in failed.unread and failed.version_text == ""
+    finally:
+        watch.stop()
+        client.close()
+
+
+@pytest.mark.parametrize(("node", "expected"), [
+    pytest.param({"status": {"nodeInfo": {"kubeletVersion": "v1.37.1"}}}, "v1.37.1", id="registered"),
+    pytest.param({"status": {}}, "", id="no-node-info"),
+    pytest.param({}, "", id="no-status"),
+    pytest.param({"status": {"nodeInfo": None}}, "", id="null-node-info"),
+    pytest.param({"status": ["not", "a", "map"]}, "", id="status-not-a-map"),
+    pytest.param({"status": {"nodeInfo": {"kubeletVersion": 137}}}, "137", id="not-a-string"),
+])
+def test_the_kubelets_version_is_taken_from_node_info_whatever_the_object_holds(node: dict[str, Any],
+                                                                               expected: str) -> None:
+    assert node_kubelet("n", node) == NodeKubelet("n", expected)
+
+
+def test_without_a_read_at_start_the_thread_reads_at_once(apiserver: ApiServer) -> None:
+    apiserver.store.create_node(node_manifest(NODE))
+    client = evictd_api_client(apiserver)
+    said: list[NodeKubelet] = []
+    # A long period: only the thread's first read can hand anything over within the test.
+    watch = NodeLabelWatch(client, NODE, EventRecorder(client, NODE, dry_run=True), log=LogCapture(), period_s=60.0,
+                           on_kubelet=said.append, read_at_start=False)
+    # The Node is answered 2 s late: a start that read would wait for it.
+    apiserver.faults.delay_next(1, delay_s=2.0, method="GET", path=f"/api/v1/nodes/{NODE}$")
+    try:
+        began = time.monotonic()
+        watch.start()
+        assert time.monotonic() - began < 1.0 and not said, "start does not wait for the API"
+        wait_until(lambda: said == [NodeKubelet(NODE, "v1.37.1")], timeout_s=10, what="the thread's first read")
+    finally:
+        watch.stop()
+        client.close()

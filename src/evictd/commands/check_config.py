@@ -50,6 +50,9 @@ NODE_MEMORY_OPTION = "--node-memory"
 EXIT_HANDOVER = 1
 # The hand-over modes `--strict` fails on: judged as if evictd acted, as the verdict is.
 STRICT_FAILS = (Mode.OVERLAP, Mode.NONE)
+# Why check-config follows no Node's kubelet version without `kubeletVersion`: it reads no API (it works offline).
+NO_NODE = ("check-config reads no Node; `evictd run` with the Kubernetes API takes the version from its Node's "
+           "nodeInfo.kubeletVersion at start-up")
 
 
 def check_config(configuration: Configuration, layout: FsLayout, kubelet: KubeletFile, *, read_cgroups: bool,
@@ -72,7 +75,7 @@ def check_config(configuration: Configuration, layout: FsLayout, kubelet: Kubele
     for verdict in handover.problems:
         print(f"warning: {verdict.signal}: {verdict.now}: {verdict.detail}", file=sys.stderr)
     memory = _memory_capacity(node_memory, read_cgroups=read_cgroups)
-    semantics = configuration.semantics()
+    semantics = configuration.semantics(no_node=NO_NODE)
     hugepages = _hugepages(read_cgroups=read_cgroups)
     lints = _traps(configuration.eviction, CONFIGURATION, memory, hugepages, semantics.hugepage_aware)
     if kubelet.eviction is not None:  # the traps of the node's kubelet's own configuration, once each

@@ -1,9 +1,11 @@
 """The Node's `evictd.io/mode` label as evictd last read it, and the Events that say the mode changed.
 
 A thread reads evictd's Node every `period_s` (`nodeStatusUpdateFrequency`) and keeps the label; the loop asks
-`label` at each cycle, so no request is on the loop's path. `start` reads once within `START_READ_TIMEOUT_S`. Until
-a first read succeeds the label counts as absent; afterwards an outage keeps the last value (never flips a node); a
-failed read is logged once per streak. The thread also writes the Events the loop hands it (`announce`), best
+`label` at each cycle, so no request is on the loop's path. `start` reads once within `START_READ_TIMEOUT_S` (unless
+`read_at_start` is off: then the thread reads at once). Until a first read succeeds the label counts as absent;
+afterwards an outage keeps the last value (never flips a node); a failed read is logged once per streak. Each read
+also hands `on_kubelet` what the Node says of its kubelet (`node_kubelet`: nodeInfo.kubeletVersion, or why it could
+not be read), on the thread that read. The thread also writes the Events the loop hands it (`announce`), best
 effort.
 """
 
@@ -12,9 +14,11 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from evictd.core.errors import KubeError
+from evictd.core.followed import NodeKubelet
 from evictd.core.run_mode import MODE_LABEL
 from evictd.kube.api import KubeApi
 from evictd.kube.events import EventRecorder
@@ -27,17 +31,28 @@ REQUEST_TIMEOUT_S = 10.0
 STOP_WAIT_S = 2.0
 
 
+def node_kubelet(node_name: str, node: Mapping[str, Any]) -> NodeKubelet:
+    """What the Node object `node` says of its kubelet: status.nodeInfo.kubeletVersion ("" when absent)."""
+    status = node.get("status")
+    info = status.get("nodeInfo") if isinstance(status, Mapping) else None
+    version = info.get("kubeletVersion") if isinstance(info, Mapping) else None
+    return NodeKubelet(node_name, "" if version is None else str(version))
+
+
 class NodeLabelWatch:
     """Reads the Node's `evictd.io/mode` on its thread, and writes the mode Events (see the module)."""
 
     def __init__(self, api: KubeApi, node_name: str, events: EventRecorder, *, log: Log, period_s: float,
-                 on_error: Callable[[KubeError], None] = lambda error: None) -> None:
+                 on_error: Callable[[KubeError], None] = lambda error: None,
+                 on_kubelet: Callable[[NodeKubelet], None] = lambda said: None, read_at_start: bool = True) -> None:
         self._api = api
         self._node = node_name
         self._events = events
         self._log = log
         self._period_s = period_s
         self._on_error = on_error
+        self._on_kubelet = on_kubelet
+        self._read_at_start = read_at_start
         self._lock = threading.Lock()
         self._label: str | None = None
         self._failing = False
@@ -65,7 +80,9 @@ class NodeLabelWatch:
             if not self._failing:
                 self._log.warning("node label unreadable: the mode stays as it is", label=MODE_LABEL, error=str(exc))
             self._failing = True
+            self._on_kubelet(NodeKubelet(self._node, unread=str(exc)))
             return False
+        self._on_kubelet(node_kubelet(self._node, node))
         labels = (node.get("metadata") or {}).get("labels") or {}
         value = labels.get(MODE_LABEL)
         with self._lock:
@@ -76,10 +93,11 @@ class NodeLabelWatch:
         return True
 
     def start(self) -> None:
-        """Read the Node once (at most START_READ_TIMEOUT_S), then start the thread."""
+        """Read the Node once (at most START_READ_TIMEOUT_S; not with `read_at_start` off), then start the thread."""
         if self._thread is not None:
             return
-        self.read_now(START_READ_TIMEOUT_S)
+        if self._read_at_start:
+            self.read_now(START_READ_TIMEOUT_S)
         self._thread = threading.Thread(target=self._run, name="evictd-node-mode", daemon=True)
         self._thread.start()
 
@@ -90,7 +108,7 @@ class NodeLabelWatch:
             self._thread.join(STOP_WAIT_S)
 
     def _run(self) -> None:
-        read_at = time.monotonic() + self._period_s
+        read_at = time.monotonic() + (self._period_s if self._read_at_start else 0.0)
         while not self._stop.is_set():
             self._write_announcements()
             wait_s = read_at - time.monotonic()

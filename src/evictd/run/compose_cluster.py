@@ -21,6 +21,7 @@ from evictd.config import Configuration, EvictdSettings
 from evictd.core.container_gc import PodState, PodStateFunc
 from evictd.core.engine import Eviction, FollowUp, FollowUpKind
 from evictd.core.errors import EvictdError, KubeError, NotActingError, SampleError
+from evictd.core.followed import NodeKubelet
 from evictd.core.pods import Pod
 from evictd.cri import NO_RUNTIME, Runtime
 from evictd.cycle.eviction_api_route import EvictionApiRoute
@@ -124,6 +125,8 @@ class ClusterParts:
     terminating: TerminatingEvictions | None = None
     # The Node's evictd.io/mode label and the mode Events (None with `--dry-run`: nothing switches it).
     mode_watch: NodeLabelWatch | None = None
+    # What reads the Node (the mode watch; with `--dry-run` one for the kubelet's version alone, not waited for).
+    node_watch: NodeLabelWatch | None = None
     # Whether this cycle's evictions are reported only (the node's mode; always with `--dry-run`).
     reports_only: Callable[[], bool] = lambda: False
     api: KubeApi | None = None  # the API client the parts share (the /metrics token reviews use it too)
@@ -164,10 +167,12 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                   discovered: DiscoveredPods, runtime: Runtime = NO_RUNTIME,
                   should_stop: Callable[[], bool] = lambda: False,
                   decision: Callable[[], str | None] = lambda: None,
-                  reports_only: Callable[[], bool] | None = None) -> ClusterParts:
-    """Build the pod watch, the journaled evictor, the node status writer, the event recorder and the node's pods for
-    when the watch has no list. `dry_run`: built never to act (no journal, Lease or evictor); otherwise what acts asks
-    `reports_only` (the node's mode) each time."""
+                  reports_only: Callable[[], bool] | None = None,
+                  on_kubelet: Callable[[NodeKubelet], None] = lambda said: None) -> ClusterParts:
+    """Build the pod watch, the journaled evictor, the node status writer, the event recorder, the node's pods for
+    when the watch has no list, and the Node's watch (each read's kubelet version to `on_kubelet`). `dry_run`: built
+    never to act (no journal, Lease or evictor); otherwise what acts asks `reports_only` (the node's mode) each
+    time."""
     settings = config.evictd
     api_client = build_api_client(settings.kubeconfig)
     reporting: Callable[[], bool] = (always if dry_run else reports_only if reports_only is not None else never)
@@ -226,14 +231,17 @@ def build_cluster(config: Configuration, node_name: str, metrics: Metrics, log: 
                                  settings.eviction_api_deadline_s,
                                  pending_release=BackgroundEvictions(watcher, journal).pending_release,
                                  active=lambda: not reporting())
-    # The mode's label and Events: a recorder of their own, never in dry-run (they say the mode changed).
-    mode_watch = None if dry_run else NodeLabelWatch(api_client, node_name, EventRecorder(api_client, node_name),
-                                                      log=log, period_s=settings.node_status_update_frequency_s,
-                                                      on_error=api_error)
+    # The mode's label and Events: a recorder of their own, never in dry-run (they say the mode changed). With
+    # `--dry-run` the watch reads the kubelet's version only, its first read not waited for (no label is followed).
+    node_watch = NodeLabelWatch(api_client, node_name, EventRecorder(api_client, node_name, dry_run=dry_run), log=log,
+                                period_s=settings.node_status_update_frequency_s, on_error=api_error,
+                                on_kubelet=on_kubelet, read_at_start=not dry_run)
+    mode_watch = None if dry_run else node_watch
     return ClusterParts(pods=pods, node_pods=NodeFallbackPods(discovered, journal, own_uid, critical),
                         evictor=evictor, sync=sync, watcher=watcher, shadow=shadow,
                         journal=journal, pod_watch=PodWatchStart(watcher, log), eviction_api=route, lease=lease,
                         terminating=TerminatingEvictions(watcher, journal), mode_watch=mode_watch,
+                        node_watch=node_watch,
                         reports_only=reporting, api=api_client)
 
 

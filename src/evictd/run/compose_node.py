@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 import structlog
 
@@ -20,7 +21,7 @@ from evictd.adapters.cgroup_kill import pod_process_counter, pod_process_killer,
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, v1_hierarchy_root
 from evictd.adapters.disk_walker_process import DiskWalkerProcess, WalkerSettings
 from evictd.adapters.filesystems import detect_layout
-from evictd.adapters.hugepages import hugepages_bytes
+from evictd.adapters.hugepages import HUGEPAGES_ROOT, hugepages_bytes
 from evictd.adapters.kubelet_summary import ApiProxySummarySource, KubeletSummarySource, summary_deadline_s
 from evictd.adapters.memcg_set import MemcgNotifierSet
 from evictd.adapters.node_pods import DiscoveredPods
@@ -255,12 +256,20 @@ def plausible(parts: StatsParts) -> StatsParts:
     return replace(parts, source=checked, refused=lambda: checked.refused)
 
 
+def node_hugepages(hugepage_aware: Callable[[], bool], root: str = HUGEPAGES_ROOT) -> Callable[[], int]:
+    """The hugepage capacity the node's memory.available subtracts at a reading: the pools' total under `root`
+    while `hugepage_aware` (asked each time: the kubelet followed may change), else 0 (nothing read)."""
+    return lambda: hugepages_bytes(root) if hugepage_aware() else 0
+
+
 def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: str, *,
                        discovered: DiscoveredPods | None = None, runtime: Runtime = NO_RUNTIME,
-                       log: Log | None = None) -> StatsParts:
+                       log: Log | None = None, hugepage_aware: Callable[[], bool] | None = None,
+                       hugepages_root: str = HUGEPAGES_ROOT) -> StatsParts:
     """Return the configured stats source: the node itself, or the kubelet's Summary API. The node's own measures
     the pods each cycle listed, with the runtime slot once one answers, disk figures from its walker's store, and
-    with `discovered` pods their cgroups from that listing."""
+    with `discovered` pods their cgroups from that listing; its memory.available less the hugepages under
+    `hugepages_root` while `hugepage_aware` says so (None: as the configuration's semantics say, once)."""
     settings = config.evictd
     if settings.stats_source is StatsOrigin.KUBELET:
         # One fetch ends in time for the next cycle (and for a clean stop), whatever the endpoint does.
@@ -287,7 +296,8 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
         daemon_refaults=Signal.DAEMONS_REFAULT in stall_signals,
         # A 1.37 kubelet (or one with HugepageAwareEviction) subtracts the hugepage capacity; its Summary, read
         # above, has it subtracted already.
-        hugepages=hugepages_bytes if config.semantics().hugepage_aware else None,
+        hugepages=(node_hugepages(hugepage_aware, hugepages_root) if hugepage_aware is not None
+                   else partial(hugepages_bytes, hugepages_root) if config.semantics().hugepage_aware else None),
     )
     walker = DiskWalkerProcess(node.disk_usage, WalkerSettings(kubelet_root=settings.kubelet_root_dir,
                                                                pod_logs_dir=settings.pod_logs_dir),

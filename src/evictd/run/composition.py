@@ -101,6 +101,7 @@ from evictd.run.compose_node import (
     runtime_upkeep,
 )
 from evictd.run.daemon import Daemon, Hooks, LoopSettings, Part, Reporting, Wakeups, always_acting
+from evictd.run.followed_kubelet import FollowedKubelet
 from evictd.run.handover_report import report_handover
 from evictd.run.heap_trim import heap_trimmer
 from evictd.run.lock import acquire_node_lock, acquire_state_lock
@@ -373,13 +374,13 @@ def build_oom_feedback(basics: Basics, reported_only: bool | Callable[[], bool])
 def build_parts(basics: Basics, cluster: ClusterParts | None, link: RuntimeLink, stats: StatsParts,
                 health: Health, serve_http: bool) -> list[Part]:
     """What the daemon starts before its first cycle, in order: the node Lease (another evictd renewing it: wait,
-    then refuse), the Node label watch (its first read), the pod watch, the runtime link, the HTTP endpoint, the disk
-    walker."""
+    then refuse), the Node's watch (its first read: the mode label, the kubelet's version), the pod watch, the
+    runtime link, the HTTP endpoint, the disk walker."""
     parts: list[Part] = []
     if cluster is not None and cluster.lease is not None:
         parts.append(cluster.lease)
-    if cluster is not None and cluster.mode_watch is not None:  # the first cycle follows the label
-        parts.append(cluster.mode_watch)
+    if cluster is not None and cluster.node_watch is not None:  # the first cycle follows the label and version
+        parts.append(cluster.node_watch)
     if cluster is not None:
         parts.append(cluster.pod_watch)
     parts.append(link)
@@ -424,11 +425,13 @@ def build_daemon(
     # One evictd per node, whatever its stateDir; then nothing in stateDir is read or written before its lock.
     acquire_node_lock(settings.state_lock_timeout_s, log)
     acquire_state_lock(settings.state_dir, settings.state_lock_timeout_s, log)
-    handover = report_handover(config, kubelet, log, metrics)
+    api = api_configured(settings)
+    # The kubelet followed: kubeletVersion, else (with the API) the Node's as its watch reads it.
+    followed = FollowedKubelet(settings.kubelet_version, config.eviction.feature_gates, log=log, from_node=api)
+    handover = report_handover(config, kubelet, log, metrics, followed)
     (log.warning if limits.enforcer is Enforcer.NOBODY else log.info)(
         "ephemeral-storage limits", enforcer=str(limits.enforcer), reason=limits.reason)
     protect_self(settings, log, metrics)
-    api = api_configured(settings)
     # With an API the Node's label may switch the mode at any cycle: an acting evictd is built, gated by the mode.
     never_acts = pinned_dry_run or (settings.dry_run and not api)
     basics = build_basics(config, log, metrics, never_acts=never_acts)
@@ -441,7 +444,8 @@ def build_daemon(
                       racing=[v for v in handover.verdicts if v.signal in racing_signals(handover)],
                       local=partial(read_mode_file, mode_file), local_path=mode_file)
     cluster = (build_cluster(config, basics.node_name, basics.metrics, log, pinned_dry_run, discovered,
-                             basics.runtime, basics.stop.is_set, basics.decision, reports_only=mode.reports_only)
+                             basics.runtime, basics.stop.is_set, basics.decision, reports_only=mode.reports_only,
+                             on_kubelet=followed.node_read)
                if api else None)
     if cluster is not None:
         mode.attach(cluster.mode_watch, cluster.lease)
@@ -453,7 +457,8 @@ def build_daemon(
     pods: PodSource = cluster.pods if cluster is not None else discovered
     # The stats measure the pods each cycle listed: the watch's, or the node's (without a list, or without the API).
     stats = build_stats_source(config, basics.cgroups, basics.node_name,
-                               discovered=discovered if cluster is None else None, runtime=basics.runtime, log=log)
+                               discovered=discovered if cluster is None else None, runtime=basics.runtime, log=log,
+                               hugepage_aware=followed.hugepage_aware)
     if stats.insecure_reason:
         log.warning("kubelet Summary endpoint not verified", detail=stats.insecure_reason,
                     url=settings.kubelet_summary_url, token_file=settings.kubelet_token_file)

@@ -2,7 +2,8 @@
 `evictd_thresholds_configured` at 0 for both kinds, which the shipped alert EvictdNoThresholds fires on) when it has
 no threshold at all, then who evicts on each signal beside the node's kubelet (`evictd.core.handover`): one
 "hand-over" line, and one warning per signal where nobody evicts or the kubelet acts before evictd. First, the
-kubelet release whose semantics it follows and the gates that change its figures (`evictd.core.followed`).
+kubelet release whose semantics it follows and the gates that change its figures (`evictd.run.followed_kubelet`;
+when they come from the Node, said at its first read instead).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from evictd.cycle.render import verdict_fields
 from evictd.kubelet_file import KubeletFile
 from evictd.log import Log
 from evictd.observe.metrics import Metrics
+from evictd.run.followed_kubelet import FollowedKubelet
 
 # What the operator must know when evictd has no threshold: the node may have no eviction at all.
 NO_THRESHOLDS_CONSEQUENCE = ("no pod is evicted under memory, disk or PID pressure by evictd; if the kubelet's own "
@@ -20,15 +22,14 @@ NO_THRESHOLDS_CONSEQUENCE = ("no pod is evicted under memory, disk or PID pressu
                              "killer is what is left")
 
 
-def report_handover(config: Configuration, kubelet: KubeletFile | None, log: Log, metrics: Metrics) -> Handover:
-    """Log the configuration's warnings, then evictd's thresholds against the kubelet's (`kubelet`: None when not
-    looked for), and export their count; return the hand-over judged (its races are said again whenever evictd
-    starts acting: `evictd.run.mode_switch`)."""
+def report_handover(config: Configuration, kubelet: KubeletFile | None, log: Log, metrics: Metrics,
+                    followed: FollowedKubelet) -> Handover:
+    """Log the configuration's warnings, the kubelet semantics `followed` (unless the Node's first read says them),
+    then evictd's thresholds against the kubelet's (`kubelet`: None when not looked for), and export their count;
+    return the hand-over judged (its races are said again whenever evictd starts acting: `evictd.run.mode_switch`)."""
     for warning in config.warnings:
         log.warning("configuration warning", detail=warning)
-    semantics = config.semantics()
-    log.info("kubelet semantics", version=semantics.version_text, version_source=semantics.version_source,
-             hugepage_aware_eviction=semantics.hugepage_aware, gate_source=semantics.gate_source)
+    followed.report_start()
     thresholds = [t for t in config.eviction.thresholds() if t.operator is not None]
     hard = sum(1 for t in thresholds if t.is_hard)
     metrics.thresholds_configured.labels("hard").set(hard)

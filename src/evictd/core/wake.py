@@ -1,5 +1,5 @@
 """Between-cycle attention: what woke the loop (`Wake`), how each reading is watched (`WATCHES`), and `WakeState`'s
-transitions `after_cycle`, `sensed` and `timer`, each returning the new state and a `Plan` (what to arm, when to run).
+transitions `after_cycle` and `sensed`, each returning the new state and a `Plan` (what to arm, when to run).
 Over 500 lines because it is the one model of between-cycle attention: the schedule and the watches' rules together.
 
 A cycle is due one interval after the last started, or sooner: a memory notification starts follow-ups
@@ -196,13 +196,6 @@ class CycleSeen:
 
 
 @dataclass(frozen=True, slots=True)
-class Sensed:
-    """What ended a wait: the causes the sensors reported (`Wake` values; none: the timer)."""
-
-    causes: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class Plan:
     """What the loop does next: arm the sensors as `arm` says (None: as they are), run the cycle at `due_at` (None:
     at once), and listen to the notifiers meanwhile or not (flapping, the cycle due within `FLAP_CYCLE_MAX_S`)."""
@@ -241,20 +234,12 @@ class WakeState:
 
 
 def after_cycle(state: WakeState, seen: CycleSeen, now: float) -> tuple[WakeState, Plan]:
-    """The cycle `seen` ended at `now`: the plan arms the sensors as it left them to watch."""
-    if seen.cycle_failed:
-        new = _scheduled(state, seen.started_at, now, CycleSeen(seen.started_at), newly_met=False, receded=False,
-                         stall_follow_up=False)
-        return new, new.plan
-    new = _scheduled(state, seen.started_at, now, seen, newly_met=bool(seen.memory_met - state.memory_met),
-                     receded=bool(state.memory_met - seen.memory_met) and not state.acted,
-                     stall_follow_up=Wake.PSI in state.woken and seen.stall_unmet)
-    new = replace(new, memory_met=seen.memory_met, acted=seen.acted)
-    return new, replace(new.plan, arm=seen.arm)
-
-
-def _scheduled(state: WakeState, started_at: float, now: float, seen: CycleSeen, *, newly_met: bool, receded: bool,
-               stall_follow_up: bool) -> WakeState:
+    """The cycle `seen` ended at `now`: the plan arms the sensors as it left them to watch (a failed cycle: as they
+    are, its memory facts kept)."""
+    failed, started_at = seen.cycle_failed, seen.started_at
+    seen = CycleSeen(started_at) if failed else seen
+    newly_met = bool(seen.memory_met - state.memory_met)
+    receded = not failed and bool(state.memory_met - seen.memory_met) and not state.acted
     changes = tuple(t for t in state.changes if now - t < FLAP_WINDOW_S)
     if receded or seen.crossing_unconfirmed:
         changes = (*changes, now)
@@ -268,34 +253,30 @@ def _scheduled(state: WakeState, started_at: float, now: float, seen: CycleSeen,
     due_at = started_at + state.interval_s
     if seen.grace_ends_in_s is not None:
         due_at = min(due_at, now + seen.grace_ends_in_s + GRACE_END_MARGIN_S)
-    if stall_follow_up:
+    if Wake.PSI in state.woken and seen.stall_unmet:
         due_at = min(due_at, started_at + WINDOW_FOLLOW_UP_S)
     if seen.awaiting_growth:  # a stall met, no pod grown yet: growth is measured from this cycle's reading on
         due_at = min(due_at, started_at + SNAPSHOT_SPACING_S)
     if follow_ups:
         due_at = min(due_at, now + follow_ups[0])
         follow_ups = follow_ups[1:]
-    return replace(state, due_at=due_at, follow_ups=follow_ups, held=seen.held, changes=changes,
-                   last_started_at=started_at, flapping=flapping, woken=frozenset())
+    new = replace(state, due_at=due_at, follow_ups=follow_ups, held=seen.held, changes=changes,
+                  last_started_at=started_at, flapping=flapping, woken=frozenset())
+    if not failed:
+        new = replace(new, memory_met=seen.memory_met, acted=seen.acted)
+    return new, replace(new.plan, arm=seen.arm)
 
 
-def sensed(state: WakeState, what: Sensed, now: float) -> tuple[WakeState, Plan]:
-    """A wait ended with `what`: a wake-up that earns a cycle makes it due (a notification restarts the follow-ups,
-    the end of the wait for evicted pods leaves the confirming one); one that does not keeps the deadline."""
-    causes = frozenset(what.causes)
-    new = replace(_woken(state, causes), woken=causes)
-    return new, new.plan
-
-
-def timer(state: WakeState, now: float) -> tuple[WakeState, Plan]:
-    """A wait ended with nothing sensed: the cycle is due."""
-    new = replace(state, due_at=None, woken=frozenset({Wake.TIMER}))
+def sensed(state: WakeState, causes: Iterable[str]) -> tuple[WakeState, Plan]:
+    """A wait ended with `causes` (`Wake` values; none: the timer): a wake-up that earns a cycle makes it due (a
+    notification restarts the follow-ups, the end of the wait for evicted pods leaves the confirming one); one that
+    does not keeps the deadline."""
+    woken = frozenset(wakes(causes))
+    new = replace(_woken(state, woken), woken=woken)
     return new, new.plan
 
 
 def _woken(state: WakeState, causes: frozenset[str]) -> WakeState:
-    if not causes:
-        return replace(state, due_at=None)
     if Wake.EVICTION in causes:
         return replace(state, due_at=None, follow_ups=state.follow_ups[-1:])
     if causes <= (HELD_NO_CYCLE if state.held else NO_CYCLE):

@@ -14,7 +14,7 @@ import queue
 import select
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 from evictd.adapters.cgroups import v1_settled_usage_and_inactive_file, v1_usage
 from evictd.adapters.notifiers import MemcgThresholdNotifier, Notifier, NotifierFailure
@@ -40,6 +40,7 @@ from evictd.core.thresholds import Threshold
 from evictd.core.wake import Wake
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 # What the re-arming thread hands back: the registration, the notifier it registered (None: none) and its failure.
@@ -93,22 +94,10 @@ class MemcgNotifierSet:
         """What the Waiter polls: the set itself until closed (kept while nothing is registered)."""
         return () if self._epoll is None else (self,)
 
-    def _armed(self, watch: Watch) -> tuple[MemcgThresholdNotifier, ...]:
+    def armed(self, *watches: Watch) -> tuple[MemcgThresholdNotifier, ...]:
+        """The notifiers registered now of `watches` (none: all), in threshold order for each watch."""
         self._take_registered()
-        return tuple(n for n in self._slots[watch] if n is not None)
-
-    @property
-    def levels(self) -> tuple[MemcgThresholdNotifier, ...]:
-        """The registered threshold levels (where the last arming succeeded)."""
-        return self._armed(Watch.LEVEL)
-
-    @property
-    def drop_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
-        return self._armed(Watch.DROP)
-
-    @property
-    def approach_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
-        return self._armed(Watch.APPROACH)
+        return tuple(n for watch in watches or tuple(Watch) for n in self._slots[watch] if n is not None)
 
     @property
     def rearming(self) -> bool:
@@ -156,8 +145,7 @@ class MemcgNotifierSet:
 
     def _fresh_root_inactive(self) -> int | None:
         """The memory root's inactive file now, or None (memory.stat's figure alone)."""
-        fresh = self.fresh_inactive_file
-        return None if fresh is None else quietly(lambda _: fresh(), "")
+        return None if self.fresh_inactive_file is None else quietly(self.fresh_inactive_file)
 
     @property
     def recheck_s(self) -> float | None:
@@ -319,9 +307,9 @@ class MemcgNotifierSet:
             os.close(self._done_fd)
 
 
-def quietly(read: Callable[[str], T], folder: str) -> T | None:
-    """`read(folder)`, or None when it cannot be read."""
+def quietly(read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T | None:
+    """`read(*args, **kwargs)`, or None when it cannot be read (SampleError)."""
     try:
-        return read(folder)
+        return read(*args, **kwargs)
     except SampleError:
         return None

@@ -34,13 +34,16 @@ LOOK_COST_WINDOW = 32
 
 
 class WatchThread(FdOwner):
-    """The eventfd, the thread and the arming of a watch; subclasses say what a look does (`_look`)."""
+    """The eventfd, the thread and the arming of the watch of `reading` (named for its `WATCHES` row's cause);
+    subclasses say what a look does (`_look`)."""
 
     poll_events = select.POLLIN
 
-    def __init__(self, description: str, thread_name: str) -> None:
-        self.description = description
-        self._thread_name = thread_name
+    def __init__(self, reading: Reading) -> None:
+        self.reading = reading
+        self.cause = wake.WATCHES[reading].cause
+        self.description = self.cause.replace("_", " ")
+        self._thread_name = f"evictd-{self.cause.replace('_', '-')}"
         self._lock = threading.Lock()
         self._armed: Any = None  # what the last arming handed (falsy: nothing to watch)
         self._generation = 0
@@ -128,9 +131,7 @@ class TargetWatch(WatchThread):
                  monotonic: Callable[[], float], v1: bool = False, look_budget: bool = False,
                  thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
         self._readers = dict(readers)
-        self.cause = wake.WATCHES[next(iter(self._readers))].cause
-        name = self.cause.replace("_", " ")
-        super().__init__(name, f"evictd-{name.replace(' ', '-')}")
+        super().__init__(next(iter(self._readers)))
         self._interval_s = interval_s
         self._monotonic = monotonic
         self.v1 = v1  # the looks paced at the rows' cgroup v1 rates (a backstop of the memcg levels)
@@ -148,10 +149,9 @@ class TargetWatch(WatchThread):
 
     def arm(self, arming: wake.Arming) -> None:
         """Watch what `arming` leaves to this watch's readings."""
-        reading = next(iter(self._readers))
-        if wake.WATCHES[reading].counted:
-            targets, seen = arming.counts.get(reading, ((), 0))
-            self.look_for(targets, arming.at, seen={reading: seen})
+        if wake.WATCHES[self.reading].counted:
+            targets, seen = arming.counts.get(self.reading, ((), 0))
+            self.look_for(targets, arming.at, seen={self.reading: seen})
         else:
             self.look_for(arming.memory, arming.at, held=arming.held)
 
@@ -250,10 +250,7 @@ class RefaultWatch(WatchThread):
 
     def __init__(self, reading: Reading, read: Callable[[], RefaultRead], *, gated: bool,
                  monotonic: Callable[[], float], look_s: float | None = None) -> None:
-        self.reading = reading
-        self.cause = wake.WATCHES[reading].cause
-        name = self.cause.replace("_", " ")
-        super().__init__(name, f"evictd-{name.replace(' ', '-')}")
+        super().__init__(reading)
         self._read = read
         self._gated = gated
         self._monotonic = monotonic
@@ -301,7 +298,7 @@ def daemons_refault_watch(layout: CgroupLayout, *, gated: bool, monotonic: Calla
                           proc_root: str = "/proc") -> RefaultWatch:
     """The daemons' refault watch: system.slice's re-reads, of its memory."""
     def read() -> RefaultRead:
-        daemons = quietly(lambda _: daemon_counts(layout), "")
+        daemons = quietly(daemon_counts, layout)
         return (None if daemons is None else daemons.refault_bytes, None if daemons is None else daemons.usage_bytes,
                 _scans(proc_root))
     return RefaultWatch(Reading.DAEMONS_MEMORY_REFAULT, read, gated=gated, monotonic=monotonic)
@@ -353,7 +350,4 @@ class Sensors:
     @property
     def armed(self) -> frozenset[str]:
         """The descriptions of the memcg notifiers registered now."""
-        if self.memcg is None:
-            return frozenset()
-        return frozenset(n.description for n in (*self.memcg.levels, *self.memcg.drop_watches,
-                                                 *self.memcg.approach_watches))
+        return frozenset(n.description for n in (self.memcg.armed() if self.memcg else ()))

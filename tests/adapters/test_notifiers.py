@@ -585,7 +585,7 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
             assert notifiers.update(figures(notifiers, summary_with(before, None)), now=0.0) == []
             (level,), (drop_watch,) = notifiers.armed(Watch.LEVEL), notifiers.armed(Watch.DROP)
             assert level.threshold_bytes > 512 * MI + 56 * MI, "the page cache is in the level"
-            assert (drop_watch.cause, drop_watch.threshold_bytes) == ("memcg_rearm", before.usage_bytes - 8 * MI)
+            assert drop_watch.threshold_bytes == before.usage_bytes - 8 * MI
             assert drop_watch.description == "hard memory eviction threshold: usage fell"
             cached.unlink()  # the cache goes with the file: usage falls by 64 MiB
         causes, seen, _ = wait_for_descriptions(waiter, notifiers.notifiers, {drop_watch.description}, LONG_WAIT_S)

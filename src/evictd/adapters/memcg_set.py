@@ -2,8 +2,9 @@
 the model of `evictd.core.memcg_levels` asks, one Notifier for the loop's Waiter.
 
 Invariants: the loop's thread alone steps the model and holds the slots and the epoll set; the re-arming thread only
-registers (a registration waits for an RCU grace period) and hands each notifier back; an old eventfd stays until
-its replacement is in place; every descriptor O_CLOEXEC; `close` idempotent and stopping the thread.
+registers (a registration waits for an RCU grace period) and hands each notifier back through `_done`, waking the
+epoll; an old eventfd stays until its replacement is in place; every descriptor O_CLOEXEC; `close` idempotent and
+stopping the thread.
 """
 
 from __future__ import annotations
@@ -49,12 +50,9 @@ Registered = tuple[Registration, MemcgThresholdNotifier | None, NotifierFailure 
 
 class MemcgNotifierSet:
     """A memcg level per memory threshold (``memory.available`` on `memory_root`, ``allocatableMemory.available`` on
-    its `pods_cgroup`) and two watches beside it, registered where the memcg model says; one Notifier (an epoll
-    descriptor). A firing is judged first (`consume`): ``memcg`` when it may change the decision, ``memcg_rearm``
-    for page cache. The loop's thread alone steps the model and holds the slots and the epoll set; a thread of its own
-    only registers (a registration waits for an RCU grace period) and hands the notifier back through `_done`,
-    waking the set's epoll; the old eventfd stays until the new one is in place. Where the kernel cannot say in time,
-    `recheck` reads in its place every `recheck_s`."""
+    its `pods_cgroup`) and two watches beside it, one Notifier (an epoll descriptor). A firing is judged first
+    (`consume`): ``memcg`` when it may change the decision, ``memcg_rearm`` for page cache. Where the kernel cannot
+    say in time, `recheck` reads in its place every `recheck_s`."""
 
     poll_events = select.POLLIN
 
@@ -201,7 +199,6 @@ class MemcgNotifierSet:
         try:
             return registration, MemcgThresholdNotifier(
                 self._dirs[index], level, notifier_description(self.thresholds[index], watch),
-                cause=Wake.MEMCG if watch is Watch.LEVEL else Wake.MEMCG_REARM,
                 usage_seen=registration.usage_bytes), None
         except SampleError as exc:
             return registration, None, NotifierFailure(self.thresholds[index], watch, exc)

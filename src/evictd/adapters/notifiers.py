@@ -216,9 +216,10 @@ class MemcgThresholdNotifier(FdOwner):
     """A cgroup v1 memory usage threshold: an eventfd signalled when usage crosses `threshold_bytes`."""
 
     poll_events = select.POLLIN
+    cause = Wake.MEMCG
 
-    def __init__(self, cgroup_dir: str, threshold_bytes: int, description: str, *, cause: str = Wake.MEMCG,
-                 usage_seen: int | None = None) -> None:
+    def __init__(self, cgroup_dir: str, threshold_bytes: int, description: str, *, usage_seen: int | None = None
+                 ) -> None:
         """Register the threshold on ``<cgroup_dir>/memory.usage_in_bytes``; when usage read after it is on the other
         side of the level from `usage_seen`, it crossed before the kernel watched and the eventfd is signalled here.
         SampleError (naming the file) for a negative level, missing v1 files, or a refused registration."""
@@ -226,7 +227,6 @@ class MemcgThresholdNotifier(FdOwner):
         self.cgroup_dir = cgroup_dir
         self.threshold_bytes = threshold_bytes
         self.description = description
-        self.cause = cause
         usage_path = os.path.join(cgroup_dir, MEMORY_USAGE_FILE)
         control_path = os.path.join(cgroup_dir, EVENT_CONTROL_FILE)
         if threshold_bytes < 0:

@@ -420,17 +420,9 @@ def watched_shares(thresholds: Sequence[Threshold], observed: Observation | None
                    signal: Signal = Signal.MEMORY_REFAULT) -> tuple[int, ...]:
     """The shares (basis points refaulted within the window) at which each threshold on the refault `signal` not met
     in `observed` (None: no figure) is met, lowest first; () while a hard one is met."""
-    shares = []
-    for threshold in thresholds:
-        if threshold.signal is not signal:
-            continue
-        quantity = threshold_quantity(threshold.value, _REFAULT_CAPACITY).ceil_int()
-        if observed is not None and observed.available.ceil_int() < quantity:
-            if threshold.is_hard:
-                return ()
-            continue
-        shares.append(STALL_BASIS_POINTS - quantity + 1)  # headroom below the quantity: the share at or over it
-    return tuple(sorted(shares))
+    seen = Observation(_REFAULT_CAPACITY if observed is None else observed.available, _REFAULT_CAPACITY, None)
+    # A target's margin with nothing refaulted: the share at which it is met.
+    return tuple(sorted(target.margin(0) for target in watch_targets(thresholds, signal, seen)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,8 +30,7 @@ from evictd.adapters.sensors import Sensors, count_watch, memory_watch
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings
-from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
-from evictd.core.memcg_levels import Watch
+from evictd.core.memcg import MEMCG_REARM_STEP_BYTES, Watch
 from evictd.core.signals import Reading
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict

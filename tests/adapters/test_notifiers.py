@@ -35,8 +35,7 @@ from evictd.adapters.procfs import has_cap_sys_resource
 from evictd.adapters.psi_history import PressureHistory
 from evictd.adapters.sensors import Sensors
 from evictd.core.errors import ConfigError, SampleError
-from evictd.core.memcg import STATS_CATCH_UP_S, memcg_threshold_bytes
-from evictd.core.memcg_levels import MemoryFigures, Watch
+from evictd.core.memcg import STATS_CATCH_UP_S, MemoryFigures, Watch, memcg_threshold_bytes
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal, StallKind
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary

@@ -1,5 +1,5 @@
 """cgroup v1's memcg notifier set (`MemcgNotifierSet`): the kernel's usage levels and the watches beside them, as
-the model of `evictd.core.memcg_levels` asks, one Notifier for the loop's Waiter.
+the model of `evictd.core.memcg` asks, one Notifier for the loop's Waiter.
 
 Invariants: the loop's thread alone steps the model and holds the slots and the epoll set; the re-arming thread only
 registers (a registration waits for an RCU grace period) and hands each notifier back through `_done`, waking the
@@ -20,21 +20,21 @@ from typing import ParamSpec, TypeVar
 from evictd.adapters.cgroups import v1_settled_usage_and_inactive_file, v1_usage
 from evictd.adapters.notifiers import MemcgThresholdNotifier, Notifier, NotifierFailure
 from evictd.core.errors import SampleError
-from evictd.core.memcg import armed_inactive_file
-from evictd.core.memcg_levels import (
+from evictd.core.memcg import (
     Figures,
     Firing,
     MemcgState,
     MemoryFigures,
     Registration,
     Watch,
+    armed_inactive_file,
     memcg_after_cycle,
     memcg_fired,
     memcg_installed,
     memcg_may_change_decision,
+    memcg_notifier_description,
     memcg_rechecked,
     memcg_registered,
-    notifier_description,
 )
 from evictd.core.signals import Reading, spec_of
 from evictd.core.thresholds import Threshold
@@ -198,7 +198,7 @@ class MemcgNotifierSet:
             return registration, None, None
         try:
             return registration, MemcgThresholdNotifier(
-                self._dirs[index], level, notifier_description(self.thresholds[index], watch),
+                self._dirs[index], level, memcg_notifier_description(self.thresholds[index], watch),
                 usage_seen=registration.usage_bytes), None
         except SampleError as exc:
             return registration, None, NotifierFailure(self.thresholds[index], watch, exc)

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from evictd.adapters import procfs
 from evictd.core.errors import SampleError
-from evictd.core.memcg_levels import Watch, notifier_description
+from evictd.core.memcg import Watch, memcg_notifier_description
 from evictd.core.psi import format_us, psi_trigger
 from evictd.core.thresholds import Threshold
 from evictd.core.wake import Wake
@@ -273,7 +273,7 @@ class NotifierFailure:
     @property
     def description(self) -> str:
         """What the notifier is called in logs."""
-        return notifier_description(self.threshold, self.watch)
+        return memcg_notifier_description(self.threshold, self.watch)
 
 
 SYSTEM_MEMORY_PRESSURE = "/proc/pressure/memory"

@@ -8,7 +8,7 @@ period's end; `WINDOW_FOLLOW_UP_S` after a PSI firing left a stall threshold unm
 stall met found no pod grown yet; at once after the wait for evicted pods, a stop, the timer or another watch.
 `NO_CYCLE` wake-ups (and `psi` while pressure is held) keep the deadline. Memory that goes back by itself
 `FLAP_CHANGES` times in `FLAP_WINDOW_S` flaps: no follow-ups, a cycle about `FLAP_CYCLE_S` after the last. cgroup
-v1's memcg levels are their own model (`evictd.core.memcg_levels`); `arming` hands them a cycle's figures. Pure: every
+v1's memcg levels are their own model (`evictd.core.memcg`); `arming` hands them a cycle's figures. Pure: every
 time is an argument (monotonic seconds), states are immutable.
 """
 
@@ -19,11 +19,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 
-from evictd.core import memcg
 from evictd.core.daemon_refault import DAEMON_MIN_MEMORY_BYTES, DAEMON_REFAULT_MIN_SPAN_S, DAEMON_REFAULT_WINDOW_S
 from evictd.core.engine import NO_STALL_CANDIDATE, Assessment
 from evictd.core.errors import SampleError
-from evictd.core.memcg_levels import MemoryFigures
+from evictd.core.memcg import MemoryFigures, memory_stats_for
 from evictd.core.pod_growth import SNAPSHOT_SPACING_S
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S, window_follow_up_wanted
 from evictd.core.quantity import Quantity, QuantityFormat
@@ -516,7 +515,7 @@ def arming(at: float, thresholds: Sequence[Threshold], summary: Summary | None,
         spec = spec_of(threshold.signal)
         if spec.memcg_watched and (pods or spec.reading is not Reading.PODS_MEMORY):
             try:
-                levels[threshold] = memcg.memory_stats_for(threshold, summary)
+                levels[threshold] = memory_stats_for(threshold, summary)
             except SampleError as exc:
                 levels[threshold] = exc
     shares = {spec_of(signal).reading: watched_shares(thresholds, observations.get(signal), signal)

@@ -290,11 +290,8 @@ class MemcgNotifierSet:
             self._worker.join()
             self._worker = None
         epoll, self._epoll = self._epoll, None
-        self._take_registered()  # closes what the thread registered last
-        for slots in self._slots.values():
-            for notifier in slots:
-                if notifier is not None:
-                    notifier.close()
+        for notifier in self.armed():  # taking what the thread registered last closes it
+            notifier.close()
         self._slots = {watch: [None] * len(self.thresholds) for watch in Watch}
         self._by_fd = {}
         self._pending.clear()

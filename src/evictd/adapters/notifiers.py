@@ -101,10 +101,7 @@ class Waiter:
         self.monotonic = monotonic
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._notifiers: tuple[Notifier, ...] = ()
-        self._by_fd: dict[int, Notifier] = {}
-        self._poll = self._new_poll()
-        self._pipe_only = select.poll()  # `wait(..., notifiers=False)`: the self-pipe alone
-        self._pipe_only.register(self._read_fd, select.POLLIN)
+        self._poll = self._pipe_only = self._new_poll()  # the self-pipe alone (notifiers=False keeps it)
 
     @property
     def notifiers(self) -> tuple[Notifier, ...]:
@@ -114,6 +111,7 @@ class Waiter:
     def _new_poll(self) -> select.poll:
         poller = select.poll()
         poller.register(self._read_fd, select.POLLIN)
+        self._by_fd: dict[int, Notifier] = {}
         for notifier in self._notifiers:
             fd = notifier.fileno()
             self._by_fd[fd] = notifier
@@ -129,7 +127,6 @@ class Waiter:
             if id(old) not in new:
                 old.close()
         self._notifiers = tuple(new.values())
-        self._by_fd = {}
         self._poll = self._new_poll()
 
     @property

@@ -39,8 +39,9 @@ class WatchThread(FdOwner):
 
     poll_events = select.POLLIN
 
-    def __init__(self, reading: Reading) -> None:
+    def __init__(self, reading: Reading, monotonic: Callable[[], float]) -> None:
         self.reading = reading
+        self._monotonic = monotonic  # the loop's clock
         self.cause = wake.WATCHES[reading].cause
         self.description = self.cause.replace("_", " ")
         self._thread_name = f"evictd-{self.cause.replace('_', '-')}"
@@ -123,17 +124,15 @@ class WatchThread(FdOwner):
 
 class TargetWatch(WatchThread):
     """Signals its eventfd when a look finds a `Target` met: each target's reading read by `readers` between ticks,
-    paced by its `WATCHES` row at the rate of the node's cgroup version (`evictd.core.wake.look`; the memory watch, a
-    counted reading's watch). A read that
-    fails keeps the figure last read for this arming (the cycle's `seen` at first), else its targets are skipped."""
+    paced by its `WATCHES` row at the rate of the node's cgroup version (`evictd.core.wake.look`). A read that fails
+    keeps the figure last read for this arming (the cycle's `seen` at first), else its targets are skipped."""
 
     def __init__(self, readers: Mapping[Reading, Callable[[], int]], interval_s: float, *,
                  monotonic: Callable[[], float], v1: bool = False, look_budget: bool = False,
                  thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
         self._readers = dict(readers)
-        super().__init__(next(iter(self._readers)))
+        super().__init__(next(iter(self._readers)), monotonic)
         self._interval_s = interval_s
-        self._monotonic = monotonic
         self.v1 = v1  # the looks paced at the rows' cgroup v1 rates (a backstop of the memcg levels)
         # The thread's own: what the looks saw of each target; the arming whose held targets a look released; the
         # figures last read for an arming.
@@ -250,10 +249,9 @@ class RefaultWatch(WatchThread):
 
     def __init__(self, reading: Reading, read: Callable[[], RefaultRead], *, gated: bool,
                  monotonic: Callable[[], float], look_s: float | None = None) -> None:
-        super().__init__(reading)
+        super().__init__(reading, monotonic)
         self._read = read
         self._gated = gated
-        self._monotonic = monotonic
         self._look_s = wake.WATCHES[reading].min_period_s if look_s is None else look_s
         self._watched = wake.WatchedRefault()  # the thread's own readings, kept across armings
 

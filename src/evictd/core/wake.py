@@ -323,7 +323,7 @@ def watch_plan(thresholds: Sequence[Threshold], summary: Summary) -> tuple[tuple
         target, met = j
         if not met or threshold.is_hard:  # a soft one met is decided by this cycle, not a crossing to catch
             (held if met else targets).append(target)
-    return ((*held, *targets), tuple(held)) if held else (tuple(targets), ())
+    return (*held, *targets), tuple(held)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from evictd.adapters.sensors import Sensors, count_watch, memory_watch
 from evictd.core.engine import EngineState
 from evictd.core.errors import SampleError
 from evictd.core.kubelet_config import eviction_settings
-from evictd.core.memcg import MEMCG_REARM_STEP_BYTES
+from evictd.core.memcg import MEMCG_REARM_STEP_BYTES, Watch
 from evictd.core.signals import Reading
 from evictd.core.summary import Summary
 from evictd.core.summary_parser import summary_from_dict
@@ -95,10 +95,10 @@ def test_refresh_ignores_missing_allocatable_notifiers_without_a_pods_container(
         assert refresh(sensors, memory_summary(pods_container=False)) == []
         # Only the node-level notifier and its drop watch, registered on this machine's real root memory cgroup.
         assert waiter.notifiers == (memcg,)
-        assert [n.description for n in (*memcg.levels, *memcg.drop_watches)] == NODE_NOTIFIERS
-        assert [n.cgroup_dir for n in (*memcg.levels, *memcg.drop_watches)] == ["/sys/fs/cgroup/memory"] * 2
-        assert memcg.levels[0].threshold_bytes == 16 * Gi - 1 * Gi + 1 * Gi
-        assert memcg.drop_watches[0].threshold_bytes == 9 * Gi - MEMCG_REARM_STEP_BYTES, "a step below usage"
+        assert [n.description for n in memcg.armed(Watch.LEVEL, Watch.DROP)] == NODE_NOTIFIERS
+        assert [n.cgroup_dir for n in memcg.armed(Watch.LEVEL, Watch.DROP)] == ["/sys/fs/cgroup/memory"] * 2
+        assert memcg.armed(Watch.LEVEL)[0].threshold_bytes == 16 * Gi - 1 * Gi + 1 * Gi
+        assert memcg.armed(Watch.DROP)[0].threshold_bytes == 9 * Gi - MEMCG_REARM_STEP_BYTES, "a step below usage"
     finally:
         memcg.close()
 
@@ -112,7 +112,7 @@ def test_refresh_reports_a_pods_cgroup_it_cannot_watch(waiter: Waiter) -> None:
                                   "/sys/fs/cgroup/memory/evictd-test-absent/kubepods/")
         assert "No such file or directory" in problem
         assert waiter.notifiers == (memcg,)
-        assert [n.description for n in (*memcg.levels, *memcg.drop_watches)] == NODE_NOTIFIERS
+        assert [n.description for n in memcg.armed(Watch.LEVEL, Watch.DROP)] == NODE_NOTIFIERS
     finally:
         memcg.close()
 
@@ -124,7 +124,7 @@ def test_refresh_reports_incomplete_node_memory(waiter: Waiter) -> None:
         (problem,) = refresh(sensors, memory_summary(pods_container=False, usage=False))
         assert problem.startswith("hard memory eviction threshold: summary node.memory: summary was incomplete.")
         assert waiter.notifiers == (memcg,), "kept in the waiter, to be armed at the next refresh"
-        assert memcg.levels == memcg.drop_watches == ()
+        assert memcg.armed(Watch.LEVEL) == memcg.armed(Watch.DROP) == ()
     finally:
         memcg.close()
 
@@ -138,12 +138,12 @@ def test_refresh_keeps_the_psi_notifiers_with_or_without_memcg_and_stats(waiter:
         try:
             sensors = Sensors(waiter, memcg, (psi,))
             assert arm(sensors, failing_cycle(MEMORY_CONFIG)) == []
-            assert memcg.levels == (), "no stats: nothing to compute a level from"
+            assert memcg.armed(Watch.LEVEL) == (), "no stats: nothing to compute a level from"
             assert waiter.notifiers == (memcg, psi)
             assert refresh(sensors, memory_summary(pods_container=False)) == []
             assert waiter.notifiers == (memcg, psi)
             assert memcg.fileno() >= 0 and psi.fileno() >= 0, "both still open (fileno raises once closed)"
-            assert [n.description for n in memcg.levels] == ["hard memory eviction threshold"]
+            assert [n.description for n in memcg.armed(Watch.LEVEL)] == ["hard memory eviction threshold"]
         finally:
             memcg.close()
 

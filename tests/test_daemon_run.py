@@ -21,7 +21,7 @@ from evictd.config import eviction_settings
 from evictd.core.engine import EngineConfig, Eviction
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
-from evictd.core.memcg_levels import Watch
+from evictd.core.memcg import Watch
 from evictd.core.pod_parser import pod_from_dict
 from evictd.core.pods import Pod
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S

@@ -22,7 +22,7 @@ from evictd.core.pod_parser import pod_from_dict
 from evictd.core.saved_state import restore_state, state_document
 from evictd.core.summary_parser import summary_from_dict
 from evictd.core.thresholds import Threshold, parse_stall_thresholds, parse_threshold_config
-from evictd.core.wake import GRACE_END_MARGIN_S, CycleSeen, Sensed, WakeState, after_cycle, sensed
+from evictd.core.wake import GRACE_END_MARGIN_S, CycleSeen, WakeState, after_cycle, sensed
 
 SOME = "evictd.io/memory.stall.some"
 HOG = pod("hog", requests={"memory": "100Mi"}, priority=0)
@@ -169,5 +169,5 @@ def test_while_a_stall_eviction_settles_pressure_is_held_and_psi_wakes_no_cycle_
     state, plan = after_cycle(WakeState(10.0), CycleSeen.of(0.0, (STALL,), assessment, crossing_unconfirmed=False,
                                                              eviction_failed=False, acted=False), 0.01)
     assert state.held == (not assessment.stale_signals)
-    assert sensed(state, Sensed(("psi",)), 0.02)[1] == plan, "a PSI wake-up of the stall already decided earns no cycle"
+    assert sensed(state, ("psi",))[1] == plan, "a PSI wake-up of the stall already decided earns no cycle"
     assert plan.wait_s(0.01) == pytest.approx(STALL_SETTLE_S - 0.5 + GRACE_END_MARGIN_S)

@@ -35,8 +35,7 @@ from evictd.adapters.procfs import has_cap_sys_resource
 from evictd.adapters.psi_history import PressureHistory
 from evictd.adapters.sensors import Sensors
 from evictd.core.errors import ConfigError, SampleError
-from evictd.core.memcg import STATS_CATCH_UP_S, memcg_threshold_bytes
-from evictd.core.memcg_levels import MemoryFigures, Watch
+from evictd.core.memcg import STATS_CATCH_UP_S, MemoryFigures, Watch, memcg_threshold_bytes
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal, StallKind
 from evictd.core.summary import ContainerStats, MemoryStats, NodeStats, Summary
@@ -489,7 +488,7 @@ def test_memcg_notifier_set_arms_one_notifier_per_memory_threshold_and_both_fire
     summary = summary_with(stats_for_level(node_usage, 4 * MI, MI), stats_for_level(pods_usage, 6 * MI, 2 * MI))
     try:
         assert notifiers.update(figures(notifiers, summary), now=100.0) == []
-        node, pods = notifiers.levels
+        node, pods = notifiers.armed(Watch.LEVEL)
         assert (node.cgroup_dir, node.threshold_bytes) == (str(memcg_dir), node_usage + 4 * MI)
         assert (pods.cgroup_dir, pods.threshold_bytes) == (str(pods_dir), pods_usage + 6 * MI)
         assert node.threshold_bytes == memcg_threshold_bytes(thresholds[0], 5 * MI, node_usage, node_usage)
@@ -507,12 +506,12 @@ def test_memcg_notifier_set_arms_one_notifier_per_memory_threshold_and_both_fire
         assert elapsed < LONG_WAIT_S / 2
 
         # Not due again until strictly more than 10 s later (and the level did not move meanwhile).
-        armed = (notifiers.levels, notifiers.drop_watches)
+        armed = (notifiers.armed(Watch.LEVEL), notifiers.armed(Watch.DROP))
         assert notifiers.update(figures(notifiers, summary), now=110.0) == []
-        assert (notifiers.levels, notifiers.drop_watches) == armed
+        assert (notifiers.armed(Watch.LEVEL), notifiers.armed(Watch.DROP)) == armed
         assert notifiers.update(figures(notifiers, summary), now=110.5) == []
         wait_rearmed(notifiers)
-        new_node, new_pods = notifiers.levels
+        new_node, new_pods = notifiers.armed(Watch.LEVEL)
         assert is_closed(node) and is_closed(pods)
         assert not is_closed(new_node) and not is_closed(new_pods)
     finally:
@@ -528,7 +527,7 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
     good = summary_with(stats_for_level(0, 100 * MI, MI), stats_for_level(0, 100 * MI, 2 * MI))
     try:
         assert notifiers.update(figures(notifiers, good), now=0.0) == []
-        node, pods = notifiers.levels
+        node, pods = notifiers.armed(Watch.LEVEL)
 
         # Incomplete pods memory stats, at the next refresh: the kubelet errors out before touching the allocatable
         # notifier.
@@ -540,7 +539,7 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
             ("hard allocatable memory eviction threshold", "summary was incomplete.")
         ]
         assert is_closed(node), "the node notifier was re-armed"
-        assert not is_closed(pods) and pods in notifiers.levels
+        assert not is_closed(pods) and pods in notifiers.armed(Watch.LEVEL)
 
         # A level below zero cannot be registered: the old notifier is already gone, as in the kubelet.
         negative = summary_with(
@@ -553,7 +552,7 @@ def test_memcg_notifier_set_keeps_old_notifier_on_bad_readings_and_drops_it_on_f
         assert [f.description for f in errors] == ["hard allocatable memory eviction threshold"]
         assert "negative threshold" in errors[0].error.reason
         assert is_closed(pods)
-        assert [n.description for n in notifiers.levels] == ["hard memory eviction threshold"]
+        assert [n.description for n in notifiers.armed(Watch.LEVEL)] == ["hard memory eviction threshold"]
     finally:
         notifiers.close()
     assert notifiers.notifiers == ()
@@ -583,9 +582,9 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
             child.do(f"write {cached} {64 * MI}")
             before = real_memory_stats(memcg_dir, capacity)
             assert notifiers.update(figures(notifiers, summary_with(before, None)), now=0.0) == []
-            (level,), (drop_watch,) = notifiers.levels, notifiers.drop_watches
+            (level,), (drop_watch,) = notifiers.armed(Watch.LEVEL), notifiers.armed(Watch.DROP)
             assert level.threshold_bytes > 512 * MI + 56 * MI, "the page cache is in the level"
-            assert (drop_watch.cause, drop_watch.threshold_bytes) == ("memcg_rearm", before.usage_bytes - 8 * MI)
+            assert drop_watch.threshold_bytes == before.usage_bytes - 8 * MI
             assert drop_watch.description == "hard memory eviction threshold: usage fell"
             cached.unlink()  # the cache goes with the file: usage falls by 64 MiB
         causes, seen, _ = wait_for_descriptions(waiter, notifiers.notifiers, {drop_watch.description}, LONG_WAIT_S)
@@ -594,7 +593,7 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
         after = real_memory_stats(memcg_dir, capacity)
         assert notifiers.update(figures(notifiers, summary_with(after, None)), now=1.0) == [], "between refreshes"
         wait_rearmed(notifiers)
-        (new_level,), (new_drop_watch,) = notifiers.levels, notifiers.drop_watches
+        (new_level,), (new_drop_watch,) = notifiers.armed(Watch.LEVEL), notifiers.armed(Watch.DROP)
         assert is_closed(level) and is_closed(drop_watch)
         assert new_level.threshold_bytes == memcg_threshold_bytes(
             memory_threshold("512Mi"), after.available_bytes or 0, after.working_set_bytes or 0, after.usage_bytes or 0)
@@ -603,7 +602,7 @@ def test_dropped_page_cache_fires_the_drop_watch_and_the_next_update_re_arms_the
 
         # Readings that moved neither: nothing is registered again (a registration waits for an RCU grace period).
         assert notifiers.update(figures(notifiers, summary_with(after, None)), now=2.0) == []
-        assert (notifiers.levels, notifiers.drop_watches) == ((new_level,), (new_drop_watch,))
+        assert (notifiers.armed(Watch.LEVEL), notifiers.armed(Watch.DROP)) == ((new_level,), (new_drop_watch,))
     finally:
         notifiers.close()
         child.stop()
@@ -629,13 +628,13 @@ def test_page_cache_dropped_past_the_drop_watch_re_arms_the_set_itself_without_a
         child, cached = cached_child(memcg_dir, folder)
         try:
             assert notifiers.update(figures(notifiers, summary_with(real_memory_stats(memcg_dir, capacity), None)), now=0.0) == []
-            (level,), (drop_watch,) = notifiers.levels, notifiers.drop_watches
+            (level,), (drop_watch,) = notifiers.armed(Watch.LEVEL), notifiers.armed(Watch.DROP)
             cached.unlink()  # usage falls by 64 MiB, past the drop watch
             causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {drop_watch.description}, LONG_WAIT_S)
             assert causes == {"memcg_rearm"}, "page cache only: no cycle"
             wait_rearmed(notifiers)  # no update: the firing re-armed the set on its own reading
             after = real_memory_stats(memcg_dir, capacity)
-            (new_level,), (new_drop_watch,) = notifiers.levels, notifiers.drop_watches
+            (new_level,), (new_drop_watch,) = notifiers.armed(Watch.LEVEL), notifiers.armed(Watch.DROP)
             assert is_closed(drop_watch) and is_closed(level)
             assert abs(new_drop_watch.threshold_bytes - ((after.usage_bytes or 0) - 8 * MI)) < 8 * MI
             assert new_level.threshold_bytes < level.threshold_bytes - 56 * MI, "the level followed the cache"
@@ -667,7 +666,7 @@ def test_a_re_arm_asked_while_one_is_in_hand_follows_it_instead_of_being_dropped
     held_arm = held_registrations(notifiers, in_hand, release)
     try:
         assert notifiers.update(figures(notifiers, summary_with(stats_for_level(0, 900 * MI, 512 * MI), None)), now=0.0) == []
-        (first,) = notifiers.levels
+        (first,) = notifiers.armed(Watch.LEVEL)
         assert first.threshold_bytes == 900 * MI
         notifiers._arm = held_arm  # type: ignore[method-assign]
         # Two later cycles' readings, the level a step and more lower each time (not yet due for a refresh).
@@ -676,7 +675,7 @@ def test_a_re_arm_asked_while_one_is_in_hand_follows_it_instead_of_being_dropped
         notifiers.update(figures(notifiers, summary_with(stats_for_level(0, 700 * MI, 512 * MI), None)), now=2.0)
         release.set()
         wait_rearmed(notifiers)
-        (level,) = notifiers.levels
+        (level,) = notifiers.armed(Watch.LEVEL)
         assert level.threshold_bytes == 700 * MI, "the newest figures' level, not the one in hand when asked"
         assert is_closed(first)
     finally:
@@ -753,7 +752,7 @@ def test_a_raised_level_is_read_in_its_place_once_the_old_one_fired(memcg_dir: P
         notifiers, child = held.notifiers, held.child
         usage = read_int(memcg_dir / "memory.usage_in_bytes")
         assert notifiers.update(figures(notifiers, summary_with(stats_for_level(usage, 16 * MI, 512 * MI), None)), now=0.0) == []
-        (old,) = notifiers.levels
+        (old,) = notifiers.armed(Watch.LEVEL)
         child.do(f"alloc {32 * MI}")  # past the old level
         causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {old.description}, LONG_WAIT_S)
         assert causes == {"memcg"}
@@ -784,7 +783,7 @@ def test_a_crossing_the_next_cycle_does_not_see_is_read_until_the_statistics_sho
         notifiers, child = held.notifiers, held.child
         usage = read_int(memcg_dir / "memory.usage_in_bytes")
         assert notifiers.update(figures(notifiers, summary_with(stats_for_level(usage, 16 * MI, 512 * MI), None)), now=0.0) == []
-        (level,) = notifiers.levels
+        (level,) = notifiers.armed(Watch.LEVEL)
         child.do(f"alloc {32 * MI}")  # past the level
         causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {level.description}, LONG_WAIT_S)
         assert causes == {"memcg"}
@@ -851,7 +850,7 @@ def test_a_threshold_met_on_the_fresh_inactive_file_is_read_until_the_statistics
     with cached_set(memcg_dir, lambda: 0) as (notifiers, child, _):
         readings = readings_short_of_the_threshold(memcg_dir, 32 * MI)  # met if the 64 MiB cache were gone
         assert notifiers.update(figures(notifiers, summary_with(readings, None)), now=0.0) == []
-        (level,) = notifiers.levels
+        (level,) = notifiers.armed(Watch.LEVEL)
         working_set_level = (readings.working_set_bytes or 0) + 32 * MI
         assert level.threshold_bytes == working_set_level, "armed without the cache memory.stat still counts"
         assert notifiers.recheck_s == 0.002
@@ -880,7 +879,7 @@ def test_the_statistics_are_read_for_a_bounded_time_and_not_at_all_without_a_fre
     with cached_set(memcg_dir) as (notifiers, _, _):
         readings = readings_short_of_the_threshold(memcg_dir, 32 * MI)
         assert notifiers.update(figures(notifiers, summary_with(readings, None)), now=0.0) == []
-        (level,) = notifiers.levels
+        (level,) = notifiers.armed(Watch.LEVEL)
         # The working-set level plus memory.stat's inactive file: 32 MiB above usage.
         assert level.threshold_bytes == (readings.usage_bytes or 0) + 32 * MI
         assert notifiers.recheck_s is None
@@ -894,7 +893,7 @@ def test_page_cache_dropped_while_usage_rises_is_caught_by_the_approach_watch(me
     with cached_set(memcg_dir) as (notifiers, child, cached):
         readings = readings_short_of_the_threshold(memcg_dir, 400 * MI)  # met when the working set grows 400 MiB
         assert notifiers.update(figures(notifiers, summary_with(readings, None)), now=0.0) == []
-        (level,), (approach,) = notifiers.levels, notifiers.approach_watches
+        (level,), (approach,) = notifiers.armed(Watch.LEVEL), notifiers.armed(Watch.APPROACH)
         usage = readings.usage_bytes or 0
         assert approach.threshold_bytes == usage + (level.threshold_bytes - usage) // 2
         assert approach.description == "hard memory eviction threshold: usage rose halfway"
@@ -905,7 +904,7 @@ def test_page_cache_dropped_while_usage_rises_is_caught_by_the_approach_watch(me
         child.do(f"alloc {200 * MI}")  # past the approach watch: the level is judged again
         assert "memcg_rearm" in sensing.wait(LONG_WAIT_S) or notifiers.description.endswith("usage rose halfway")
         wait_rearmed(notifiers)
-        assert notifiers.levels[0].threshold_bytes < level.threshold_bytes - 56 * MI, "the cache left the level"
+        assert notifiers.armed(Watch.LEVEL)[0].threshold_bytes < level.threshold_bytes - 56 * MI, "the cache left the level"
         child.do(f"alloc {136 * MI}")  # the working set is 416 MiB up: met
         causes: list[str] = []
         deadline = time.monotonic() + LONG_WAIT_S
@@ -923,7 +922,7 @@ def test_a_drop_watch_firing_near_the_threshold_needs_a_cycle(memcg_dir: Path, w
             # A capacity that puts the working set 32 MiB short of the threshold: met after 32 MiB more.
             near = real_memory_stats(memcg_dir, (before.working_set_bytes or 0) + 512 * MI + 32 * MI)
             assert notifiers.update(figures(notifiers, summary_with(near, None)), now=0.0) == []
-            (drop_watch,) = notifiers.drop_watches
+            (drop_watch,) = notifiers.armed(Watch.DROP)
             cached.unlink()
             causes, seen, _ = wait_for_descriptions(waiter, notifiers.notifiers, {drop_watch.description}, LONG_WAIT_S)
             assert causes == {"memcg"} and seen == {drop_watch.description}
@@ -944,14 +943,14 @@ def test_a_met_threshold_has_no_drop_watch_and_its_level_wakes_the_loop_only_whe
             capacity = working_set + 512 * MI - 16 * MI
             met = real_memory_stats(memcg_dir, capacity)
             assert notifiers.update(figures(notifiers, summary_with(met, None)), now=0.0) == []
-            (level,) = notifiers.levels
-            assert notifiers.drop_watches == (), "usage falling cannot make a met threshold met"
+            (level,) = notifiers.armed(Watch.LEVEL)
+            assert notifiers.armed(Watch.DROP) == (), "usage falling cannot make a met threshold met"
             assert level.threshold_bytes < (met.usage_bytes or 0)
             cached.unlink()  # usage falls 64 MiB, past the level, but the working set is where it was
             causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {level.description}, LONG_WAIT_S)
             assert causes == {"memcg_rearm"}, "still met: no cycle"
             wait_rearmed(notifiers)
-            (new_level,) = notifiers.levels
+            (new_level,) = notifiers.armed(Watch.LEVEL)
             assert is_closed(level) and new_level.threshold_bytes < level.threshold_bytes - 56 * MI
             child.do("free")  # the working set falls 32 MiB: no longer met
             causes, _, _ = wait_for_descriptions(waiter, notifiers.notifiers, {level.description}, LONG_WAIT_S)
@@ -1352,7 +1351,7 @@ def test_refreshing_notifiers_a_hundred_times_leaks_no_descriptors(
         # The first time armed here and now, then every 10 s by the re-arming thread.
         assert notifiers.update(figures(notifiers, summary), now=11.0 * step) == []
         wait_rearmed(notifiers)
-        replaced.extend(notifiers.levels)
+        replaced.extend(notifiers.armed(Watch.LEVEL))
         replaced.append(by_hand)
         waiter.set_notifiers([*notifiers.notifiers, by_hand, psi])
         assert waiter.wait(0) == []

@@ -21,7 +21,6 @@ from evictd.core.memcg import (
     armed_inactive_file,
     close_reading_until,
     close_reading_wanted,
-    drop_watch_level,
     drop_watch_stale,
     drop_watch_wanted,
     firing_needs_cycle,
@@ -269,8 +268,8 @@ def test_drop_watch_stale(armed_watch: int | None, level: int, usage: int, stale
 
 
 def test_drop_watch_level_is_a_step_below_usage() -> None:
-    assert drop_watch_level(1 * GI) == 1 * GI - 8 * MI
-    assert drop_watch_level(8 * MI) == 0
+    assert drop_watch_wanted(2 * GI, 1 * GI) == 1 * GI - 8 * MI
+    assert drop_watch_wanted(2 * GI, 8 * MI) == 0
 
 
 def test_a_threshold_met_in_the_readings_has_no_drop_watch() -> None:

@@ -1,4 +1,4 @@
-"""The model of cgroup v1's memory wake-ups (`evictd.core.memcg_levels`), rule by rule, without a cgroup: what it
+"""The model of cgroup v1's memory wake-ups (`evictd.core.memcg`), rule by rule, without a cgroup: what it
 asks to register, which firing earns a cycle, and what it reads in the kernel's place. The set that carries it out
 on real cgroups is tests/adapters/test_notifiers.py's.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from evictd.core.errors import SampleError
-from evictd.core.memcg_levels import (
+from evictd.core.memcg import (
     LEVEL_CLOSE_READING_EVERY_S,
     UNWATCHED_RECHECK_S,
     CloseReading,

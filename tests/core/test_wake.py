@@ -26,14 +26,12 @@ from evictd.core.wake import (
     MIN_STALE_AFTER_S,
     NOTIFICATION_FOLLOW_UPS_S,
     CycleSeen,
-    Sensed,
     Wake,
     WakeState,
     after_cycle,
     flap_cycle_s,
     sensed,
     stale_after_s,
-    timer,
 )
 
 MET = Threshold(signal=Signal.MEMORY_AVAILABLE, value=ThresholdValue(quantity=Quantity.parse("1Gi")))
@@ -41,7 +39,7 @@ GONE = Threshold(signal=Signal.ALLOCATABLE_MEMORY_AVAILABLE, value=ThresholdValu
 
 
 class Cadence:
-    """`WakeState` through `after_cycle`, `sensed` and `timer`, told each cycle's facts directly."""
+    """`WakeState` through `after_cycle` and `sensed`, told each cycle's facts directly."""
 
     def __init__(self, interval_s: float, state: WakeState | None = None) -> None:
         self.state = state or WakeState(interval_s)
@@ -66,7 +64,7 @@ class Cadence:
         return self.woken([Wake.EVICTION])
 
     def woken(self, causes: list[str]) -> Cadence:
-        return Cadence(0.0, (sensed(self.state, Sensed(tuple(causes)), 0.0) if causes else timer(self.state, 0.0))[0])
+        return Cadence(0.0, sensed(self.state, causes)[0])
 
     def wait_s(self, now: float) -> float | None:
         return self.plan.wait_s(now)

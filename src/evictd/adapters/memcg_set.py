@@ -1,9 +1,10 @@
 """cgroup v1's memcg notifier set (`MemcgNotifierSet`): the kernel's usage levels and the watches beside them, as
-the model of `evictd.core.memcg_levels` asks, one Notifier for the loop's Waiter.
+the model of `evictd.core.memcg` asks, one Notifier for the loop's Waiter.
 
 Invariants: the loop's thread alone steps the model and holds the slots and the epoll set; the re-arming thread only
-registers (a registration waits for an RCU grace period) and hands each notifier back; an old eventfd stays until
-its replacement is in place; every descriptor O_CLOEXEC; `close` idempotent and stopping the thread.
+registers (a registration waits for an RCU grace period) and hands each notifier back through `_done`, waking the
+epoll; an old eventfd stays until its replacement is in place; every descriptor O_CLOEXEC; `close` idempotent and
+stopping the thread.
 """
 
 from __future__ import annotations
@@ -14,32 +15,33 @@ import queue
 import select
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 from evictd.adapters.cgroups import v1_settled_usage_and_inactive_file, v1_usage
 from evictd.adapters.notifiers import MemcgThresholdNotifier, Notifier, NotifierFailure
 from evictd.core.errors import SampleError
-from evictd.core.memcg import armed_inactive_file
-from evictd.core.memcg_levels import (
+from evictd.core.memcg import (
     Figures,
     Firing,
     MemcgState,
     MemoryFigures,
     Registration,
     Watch,
+    armed_inactive_file,
     memcg_after_cycle,
     memcg_fired,
     memcg_installed,
     memcg_may_change_decision,
+    memcg_notifier_description,
     memcg_rechecked,
     memcg_registered,
-    notifier_description,
 )
 from evictd.core.signals import Reading, spec_of
 from evictd.core.thresholds import Threshold
 from evictd.core.wake import Wake
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 # What the re-arming thread hands back: the registration, the notifier it registered (None: none) and its failure.
@@ -48,12 +50,9 @@ Registered = tuple[Registration, MemcgThresholdNotifier | None, NotifierFailure 
 
 class MemcgNotifierSet:
     """A memcg level per memory threshold (``memory.available`` on `memory_root`, ``allocatableMemory.available`` on
-    its `pods_cgroup`) and two watches beside it, registered where the memcg model says; one Notifier (an epoll
-    descriptor). A firing is judged first (`consume`): ``memcg`` when it may change the decision, ``memcg_rearm``
-    for page cache. The loop's thread alone steps the model and holds the slots and the epoll set; a thread of its own
-    only registers (a registration waits for an RCU grace period) and hands the notifier back through `_done`,
-    waking the set's epoll; the old eventfd stays until the new one is in place. Where the kernel cannot say in time,
-    `recheck` reads in its place every `recheck_s`."""
+    its `pods_cgroup`) and two watches beside it, one Notifier (an epoll descriptor). A firing is judged first
+    (`consume`): ``memcg`` when it may change the decision, ``memcg_rearm`` for page cache. Where the kernel cannot
+    say in time, `recheck` reads in its place every `recheck_s`."""
 
     poll_events = select.POLLIN
 
@@ -93,22 +92,10 @@ class MemcgNotifierSet:
         """What the Waiter polls: the set itself until closed (kept while nothing is registered)."""
         return () if self._epoll is None else (self,)
 
-    def _armed(self, watch: Watch) -> tuple[MemcgThresholdNotifier, ...]:
+    def armed(self, *watches: Watch) -> tuple[MemcgThresholdNotifier, ...]:
+        """The notifiers registered now of `watches` (none: all), in threshold order for each watch."""
         self._take_registered()
-        return tuple(n for n in self._slots[watch] if n is not None)
-
-    @property
-    def levels(self) -> tuple[MemcgThresholdNotifier, ...]:
-        """The registered threshold levels (where the last arming succeeded)."""
-        return self._armed(Watch.LEVEL)
-
-    @property
-    def drop_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
-        return self._armed(Watch.DROP)
-
-    @property
-    def approach_watches(self) -> tuple[MemcgThresholdNotifier, ...]:
-        return self._armed(Watch.APPROACH)
+        return tuple(n for watch in watches or tuple(Watch) for n in self._slots[watch] if n is not None)
 
     @property
     def rearming(self) -> bool:
@@ -156,8 +143,7 @@ class MemcgNotifierSet:
 
     def _fresh_root_inactive(self) -> int | None:
         """The memory root's inactive file now, or None (memory.stat's figure alone)."""
-        fresh = self.fresh_inactive_file
-        return None if fresh is None else quietly(lambda _: fresh(), "")
+        return None if self.fresh_inactive_file is None else quietly(self.fresh_inactive_file)
 
     @property
     def recheck_s(self) -> float | None:
@@ -212,8 +198,7 @@ class MemcgNotifierSet:
             return registration, None, None
         try:
             return registration, MemcgThresholdNotifier(
-                self._dirs[index], level, notifier_description(self.thresholds[index], watch),
-                cause=Wake.MEMCG if watch is Watch.LEVEL else Wake.MEMCG_REARM,
+                self._dirs[index], level, memcg_notifier_description(self.thresholds[index], watch),
                 usage_seen=registration.usage_bytes), None
         except SampleError as exc:
             return registration, None, NotifierFailure(self.thresholds[index], watch, exc)
@@ -305,11 +290,8 @@ class MemcgNotifierSet:
             self._worker.join()
             self._worker = None
         epoll, self._epoll = self._epoll, None
-        self._take_registered()  # closes what the thread registered last
-        for slots in self._slots.values():
-            for notifier in slots:
-                if notifier is not None:
-                    notifier.close()
+        for notifier in self.armed():  # taking what the thread registered last closes it
+            notifier.close()
         self._slots = {watch: [None] * len(self.thresholds) for watch in Watch}
         self._by_fd = {}
         self._pending.clear()
@@ -319,9 +301,9 @@ class MemcgNotifierSet:
             os.close(self._done_fd)
 
 
-def quietly(read: Callable[[str], T], folder: str) -> T | None:
-    """`read(folder)`, or None when it cannot be read."""
+def quietly(read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T | None:
+    """`read(*args, **kwargs)`, or None when it cannot be read (SampleError)."""
     try:
-        return read(folder)
+        return read(*args, **kwargs)
     except SampleError:
         return None

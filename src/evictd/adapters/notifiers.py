@@ -21,7 +21,7 @@ from typing import Protocol
 
 from evictd.adapters import procfs
 from evictd.core.errors import SampleError
-from evictd.core.memcg_levels import Watch, notifier_description
+from evictd.core.memcg import Watch, memcg_notifier_description
 from evictd.core.psi import format_us, psi_trigger
 from evictd.core.thresholds import Threshold
 from evictd.core.wake import Wake
@@ -101,10 +101,7 @@ class Waiter:
         self.monotonic = monotonic
         self._read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._notifiers: tuple[Notifier, ...] = ()
-        self._by_fd: dict[int, Notifier] = {}
-        self._poll = self._new_poll()
-        self._pipe_only = select.poll()  # `wait(..., notifiers=False)`: the self-pipe alone
-        self._pipe_only.register(self._read_fd, select.POLLIN)
+        self._poll = self._pipe_only = self._new_poll()  # the self-pipe alone (notifiers=False keeps it)
 
     @property
     def notifiers(self) -> tuple[Notifier, ...]:
@@ -114,6 +111,7 @@ class Waiter:
     def _new_poll(self) -> select.poll:
         poller = select.poll()
         poller.register(self._read_fd, select.POLLIN)
+        self._by_fd: dict[int, Notifier] = {}
         for notifier in self._notifiers:
             fd = notifier.fileno()
             self._by_fd[fd] = notifier
@@ -129,7 +127,6 @@ class Waiter:
             if id(old) not in new:
                 old.close()
         self._notifiers = tuple(new.values())
-        self._by_fd = {}
         self._poll = self._new_poll()
 
     @property
@@ -216,9 +213,10 @@ class MemcgThresholdNotifier(FdOwner):
     """A cgroup v1 memory usage threshold: an eventfd signalled when usage crosses `threshold_bytes`."""
 
     poll_events = select.POLLIN
+    cause = Wake.MEMCG
 
-    def __init__(self, cgroup_dir: str, threshold_bytes: int, description: str, *, cause: str = Wake.MEMCG,
-                 usage_seen: int | None = None) -> None:
+    def __init__(self, cgroup_dir: str, threshold_bytes: int, description: str, *, usage_seen: int | None = None
+                 ) -> None:
         """Register the threshold on ``<cgroup_dir>/memory.usage_in_bytes``; when usage read after it is on the other
         side of the level from `usage_seen`, it crossed before the kernel watched and the eventfd is signalled here.
         SampleError (naming the file) for a negative level, missing v1 files, or a refused registration."""
@@ -226,7 +224,6 @@ class MemcgThresholdNotifier(FdOwner):
         self.cgroup_dir = cgroup_dir
         self.threshold_bytes = threshold_bytes
         self.description = description
-        self.cause = cause
         usage_path = os.path.join(cgroup_dir, MEMORY_USAGE_FILE)
         control_path = os.path.join(cgroup_dir, EVENT_CONTROL_FILE)
         if threshold_bytes < 0:
@@ -273,7 +270,7 @@ class NotifierFailure:
     @property
     def description(self) -> str:
         """What the notifier is called in logs."""
-        return notifier_description(self.threshold, self.watch)
+        return memcg_notifier_description(self.threshold, self.watch)
 
 
 SYSTEM_MEMORY_PRESSURE = "/proc/pressure/memory"

@@ -34,13 +34,17 @@ LOOK_COST_WINDOW = 32
 
 
 class WatchThread(FdOwner):
-    """The eventfd, the thread and the arming of a watch; subclasses say what a look does (`_look`)."""
+    """The eventfd, the thread and the arming of the watch of `reading` (named for its `WATCHES` row's cause);
+    subclasses say what a look does (`_look`)."""
 
     poll_events = select.POLLIN
 
-    def __init__(self, description: str, thread_name: str) -> None:
-        self.description = description
-        self._thread_name = thread_name
+    def __init__(self, reading: Reading, monotonic: Callable[[], float]) -> None:
+        self.reading = reading
+        self._monotonic = monotonic  # the loop's clock
+        self.cause = wake.WATCHES[reading].cause
+        self.description = self.cause.replace("_", " ")
+        self._thread_name = f"evictd-{self.cause.replace('_', '-')}"
         self._lock = threading.Lock()
         self._armed: Any = None  # what the last arming handed (falsy: nothing to watch)
         self._generation = 0
@@ -120,19 +124,15 @@ class WatchThread(FdOwner):
 
 class TargetWatch(WatchThread):
     """Signals its eventfd when a look finds a `Target` met: each target's reading read by `readers` between ticks,
-    paced by its `WATCHES` row at the rate of the node's cgroup version (`evictd.core.wake.look`; the memory watch, a
-    counted reading's watch). A read that
-    fails keeps the figure last read for this arming (the cycle's `seen` at first), else its targets are skipped."""
+    paced by its `WATCHES` row at the rate of the node's cgroup version (`evictd.core.wake.look`). A read that fails
+    keeps the figure last read for this arming (the cycle's `seen` at first), else its targets are skipped."""
 
     def __init__(self, readers: Mapping[Reading, Callable[[], int]], interval_s: float, *,
                  monotonic: Callable[[], float], v1: bool = False, look_budget: bool = False,
                  thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
         self._readers = dict(readers)
-        self.cause = wake.WATCHES[next(iter(self._readers))].cause
-        name = self.cause.replace("_", " ")
-        super().__init__(name, f"evictd-{name.replace(' ', '-')}")
+        super().__init__(next(iter(self._readers)), monotonic)
         self._interval_s = interval_s
-        self._monotonic = monotonic
         self.v1 = v1  # the looks paced at the rows' cgroup v1 rates (a backstop of the memcg levels)
         # The thread's own: what the looks saw of each target; the arming whose held targets a look released; the
         # figures last read for an arming.
@@ -148,10 +148,9 @@ class TargetWatch(WatchThread):
 
     def arm(self, arming: wake.Arming) -> None:
         """Watch what `arming` leaves to this watch's readings."""
-        reading = next(iter(self._readers))
-        if wake.WATCHES[reading].counted:
-            targets, seen = arming.counts.get(reading, ((), 0))
-            self.look_for(targets, arming.at, seen={reading: seen})
+        if wake.WATCHES[self.reading].counted:
+            targets, seen = arming.counts.get(self.reading, ((), 0))
+            self.look_for(targets, arming.at, seen={self.reading: seen})
         else:
             self.look_for(arming.memory, arming.at, held=arming.held)
 
@@ -250,13 +249,9 @@ class RefaultWatch(WatchThread):
 
     def __init__(self, reading: Reading, read: Callable[[], RefaultRead], *, gated: bool,
                  monotonic: Callable[[], float], look_s: float | None = None) -> None:
-        self.reading = reading
-        self.cause = wake.WATCHES[reading].cause
-        name = self.cause.replace("_", " ")
-        super().__init__(name, f"evictd-{name.replace(' ', '-')}")
+        super().__init__(reading, monotonic)
         self._read = read
         self._gated = gated
-        self._monotonic = monotonic
         self._look_s = wake.WATCHES[reading].min_period_s if look_s is None else look_s
         self._watched = wake.WatchedRefault()  # the thread's own readings, kept across armings
 
@@ -301,7 +296,7 @@ def daemons_refault_watch(layout: CgroupLayout, *, gated: bool, monotonic: Calla
                           proc_root: str = "/proc") -> RefaultWatch:
     """The daemons' refault watch: system.slice's re-reads, of its memory."""
     def read() -> RefaultRead:
-        daemons = quietly(lambda _: daemon_counts(layout), "")
+        daemons = quietly(daemon_counts, layout)
         return (None if daemons is None else daemons.refault_bytes, None if daemons is None else daemons.usage_bytes,
                 _scans(proc_root))
     return RefaultWatch(Reading.DAEMONS_MEMORY_REFAULT, read, gated=gated, monotonic=monotonic)
@@ -353,7 +348,4 @@ class Sensors:
     @property
     def armed(self) -> frozenset[str]:
         """The descriptions of the memcg notifiers registered now."""
-        if self.memcg is None:
-            return frozenset()
-        return frozenset(n.description for n in (*self.memcg.levels, *self.memcg.drop_watches,
-                                                 *self.memcg.approach_watches))
+        return frozenset(n.description for n in (self.memcg.armed() if self.memcg else ()))

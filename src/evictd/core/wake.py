@@ -1,5 +1,5 @@
 """Between-cycle attention: what woke the loop (`Wake`), how each reading is watched (`WATCHES`), and `WakeState`'s
-transitions `after_cycle`, `sensed` and `timer`, each returning the new state and a `Plan` (what to arm, when to run).
+transitions `after_cycle` and `sensed`, each returning the new state and a `Plan` (what to arm, when to run).
 Over 500 lines because it is the one model of between-cycle attention: the schedule and the watches' rules together.
 
 A cycle is due one interval after the last started, or sooner: a memory notification starts follow-ups
@@ -8,7 +8,7 @@ period's end; `WINDOW_FOLLOW_UP_S` after a PSI firing left a stall threshold unm
 stall met found no pod grown yet; at once after the wait for evicted pods, a stop, the timer or another watch.
 `NO_CYCLE` wake-ups (and `psi` while pressure is held) keep the deadline. Memory that goes back by itself
 `FLAP_CHANGES` times in `FLAP_WINDOW_S` flaps: no follow-ups, a cycle about `FLAP_CYCLE_S` after the last. cgroup
-v1's memcg levels are their own model (`evictd.core.memcg_levels`); `arming` hands them a cycle's figures. Pure: every
+v1's memcg levels are their own model (`evictd.core.memcg`); `arming` hands them a cycle's figures. Pure: every
 time is an argument (monotonic seconds), states are immutable.
 """
 
@@ -19,11 +19,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 
-from evictd.core import memcg
 from evictd.core.daemon_refault import DAEMON_MIN_MEMORY_BYTES, DAEMON_REFAULT_MIN_SPAN_S, DAEMON_REFAULT_WINDOW_S
 from evictd.core.engine import NO_STALL_CANDIDATE, Assessment
 from evictd.core.errors import SampleError
-from evictd.core.memcg_levels import MemoryFigures
+from evictd.core.memcg import MemoryFigures, memory_stats_for
 from evictd.core.pod_growth import SNAPSHOT_SPACING_S
 from evictd.core.psi_window import WINDOW_FOLLOW_UP_S, window_follow_up_wanted
 from evictd.core.quantity import Quantity, QuantityFormat
@@ -196,13 +195,6 @@ class CycleSeen:
 
 
 @dataclass(frozen=True, slots=True)
-class Sensed:
-    """What ended a wait: the causes the sensors reported (`Wake` values; none: the timer)."""
-
-    causes: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class Plan:
     """What the loop does next: arm the sensors as `arm` says (None: as they are), run the cycle at `due_at` (None:
     at once), and listen to the notifiers meanwhile or not (flapping, the cycle due within `FLAP_CYCLE_MAX_S`)."""
@@ -241,20 +233,12 @@ class WakeState:
 
 
 def after_cycle(state: WakeState, seen: CycleSeen, now: float) -> tuple[WakeState, Plan]:
-    """The cycle `seen` ended at `now`: the plan arms the sensors as it left them to watch."""
-    if seen.cycle_failed:
-        new = _scheduled(state, seen.started_at, now, CycleSeen(seen.started_at), newly_met=False, receded=False,
-                         stall_follow_up=False)
-        return new, new.plan
-    new = _scheduled(state, seen.started_at, now, seen, newly_met=bool(seen.memory_met - state.memory_met),
-                     receded=bool(state.memory_met - seen.memory_met) and not state.acted,
-                     stall_follow_up=Wake.PSI in state.woken and seen.stall_unmet)
-    new = replace(new, memory_met=seen.memory_met, acted=seen.acted)
-    return new, replace(new.plan, arm=seen.arm)
-
-
-def _scheduled(state: WakeState, started_at: float, now: float, seen: CycleSeen, *, newly_met: bool, receded: bool,
-               stall_follow_up: bool) -> WakeState:
+    """The cycle `seen` ended at `now`: the plan arms the sensors as it left them to watch (a failed cycle: as they
+    are, its memory facts kept)."""
+    failed, started_at = seen.cycle_failed, seen.started_at
+    seen = CycleSeen(started_at) if failed else seen
+    newly_met = bool(seen.memory_met - state.memory_met)
+    receded = not failed and bool(state.memory_met - seen.memory_met) and not state.acted
     changes = tuple(t for t in state.changes if now - t < FLAP_WINDOW_S)
     if receded or seen.crossing_unconfirmed:
         changes = (*changes, now)
@@ -268,34 +252,30 @@ def _scheduled(state: WakeState, started_at: float, now: float, seen: CycleSeen,
     due_at = started_at + state.interval_s
     if seen.grace_ends_in_s is not None:
         due_at = min(due_at, now + seen.grace_ends_in_s + GRACE_END_MARGIN_S)
-    if stall_follow_up:
+    if Wake.PSI in state.woken and seen.stall_unmet:
         due_at = min(due_at, started_at + WINDOW_FOLLOW_UP_S)
     if seen.awaiting_growth:  # a stall met, no pod grown yet: growth is measured from this cycle's reading on
         due_at = min(due_at, started_at + SNAPSHOT_SPACING_S)
     if follow_ups:
         due_at = min(due_at, now + follow_ups[0])
         follow_ups = follow_ups[1:]
-    return replace(state, due_at=due_at, follow_ups=follow_ups, held=seen.held, changes=changes,
-                   last_started_at=started_at, flapping=flapping, woken=frozenset())
+    new = replace(state, due_at=due_at, follow_ups=follow_ups, held=seen.held, changes=changes,
+                  last_started_at=started_at, flapping=flapping, woken=frozenset())
+    if not failed:
+        new = replace(new, memory_met=seen.memory_met, acted=seen.acted)
+    return new, replace(new.plan, arm=seen.arm)
 
 
-def sensed(state: WakeState, what: Sensed, now: float) -> tuple[WakeState, Plan]:
-    """A wait ended with `what`: a wake-up that earns a cycle makes it due (a notification restarts the follow-ups,
-    the end of the wait for evicted pods leaves the confirming one); one that does not keeps the deadline."""
-    causes = frozenset(what.causes)
-    new = replace(_woken(state, causes), woken=causes)
-    return new, new.plan
-
-
-def timer(state: WakeState, now: float) -> tuple[WakeState, Plan]:
-    """A wait ended with nothing sensed: the cycle is due."""
-    new = replace(state, due_at=None, woken=frozenset({Wake.TIMER}))
+def sensed(state: WakeState, causes: Iterable[str]) -> tuple[WakeState, Plan]:
+    """A wait ended with `causes` (`Wake` values; none: the timer): a wake-up that earns a cycle makes it due (a
+    notification restarts the follow-ups, the end of the wait for evicted pods leaves the confirming one); one that
+    does not keeps the deadline."""
+    woken = frozenset(wakes(causes))
+    new = replace(_woken(state, woken), woken=woken)
     return new, new.plan
 
 
 def _woken(state: WakeState, causes: frozenset[str]) -> WakeState:
-    if not causes:
-        return replace(state, due_at=None)
     if Wake.EVICTION in causes:
         return replace(state, due_at=None, follow_ups=state.follow_ups[-1:])
     if causes <= (HELD_NO_CYCLE if state.held else NO_CYCLE):
@@ -343,7 +323,7 @@ def watch_plan(thresholds: Sequence[Threshold], summary: Summary) -> tuple[tuple
         target, met = j
         if not met or threshold.is_hard:  # a soft one met is decided by this cycle, not a crossing to catch
             (held if met else targets).append(target)
-    return ((*held, *targets), tuple(held)) if held else (tuple(targets), ())
+    return (*held, *targets), tuple(held)
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,17 +419,9 @@ def watched_shares(thresholds: Sequence[Threshold], observed: Observation | None
                    signal: Signal = Signal.MEMORY_REFAULT) -> tuple[int, ...]:
     """The shares (basis points refaulted within the window) at which each threshold on the refault `signal` not met
     in `observed` (None: no figure) is met, lowest first; () while a hard one is met."""
-    shares = []
-    for threshold in thresholds:
-        if threshold.signal is not signal:
-            continue
-        quantity = threshold_quantity(threshold.value, _REFAULT_CAPACITY).ceil_int()
-        if observed is not None and observed.available.ceil_int() < quantity:
-            if threshold.is_hard:
-                return ()
-            continue
-        shares.append(STALL_BASIS_POINTS - quantity + 1)  # headroom below the quantity: the share at or over it
-    return tuple(sorted(shares))
+    seen = Observation(_REFAULT_CAPACITY if observed is None else observed.available, _REFAULT_CAPACITY, None)
+    # A target's margin with nothing refaulted: the share at which it is met.
+    return tuple(sorted(target.margin(0) for target in watch_targets(thresholds, signal, seen)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -543,7 +515,7 @@ def arming(at: float, thresholds: Sequence[Threshold], summary: Summary | None,
         spec = spec_of(threshold.signal)
         if spec.memcg_watched and (pods or spec.reading is not Reading.PODS_MEMORY):
             try:
-                levels[threshold] = memcg.memory_stats_for(threshold, summary)
+                levels[threshold] = memory_stats_for(threshold, summary)
             except SampleError as exc:
                 levels[threshold] = exc
     shares = {spec_of(signal).reading: watched_shares(thresholds, observations.get(signal), signal)

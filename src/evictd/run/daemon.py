@@ -29,12 +29,10 @@ from evictd.core.wake import (
     Arming,
     CycleSeen,
     Plan,
-    Sensed,
     Wake,
     WakeState,
     after_cycle,
     sensed,
-    timer,
     wakes,
 )
 from evictd.cycle.finished import AfterCycle, Cycle
@@ -259,7 +257,7 @@ class Daemon:
                         and not self.mode.reports_only() and self.standby() is None:
                     # (no wait for evictions refused for a Lease lost meanwhile)
                     self._wait_for_cleanup(report, self.wait_for_cleanup)
-                    self._wake, plan = sensed(self._wake, Sensed((Wake.EVICTION,)), self.clock.monotonic())
+                    self._wake, plan = sensed(self._wake, (Wake.EVICTION,))
                 self._wake = self._wait(self._wake, plan)
         finally:
             if self.stop.is_set():
@@ -341,7 +339,7 @@ class Daemon:
             self._woken = (wakes(causes), now)
             for cause in self._woken[0]:
                 self.metrics.wakeups.labels(cause).inc()
-            wake, plan = sensed(wake, Sensed(tuple(causes)), now) if causes else timer(wake, now)
+            wake, plan = sensed(wake, causes)
         return wake
 
     def _stop_parts(self) -> None:

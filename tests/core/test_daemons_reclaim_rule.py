@@ -30,7 +30,6 @@ from evictd.core.memory_reclaim import (
     CacheHolder,
     ReclaimPlan,
     ReclaimSkip,
-    ReclaimTarget,
 )
 from evictd.core.refault import RefaultFigure
 

@@ -96,9 +96,9 @@ def reclaimer(root: Path, kernel: Kernel) -> CgroupMemoryReclaimer:
 
 def test_holders_are_the_tiers_and_the_pods_cgroup(tree: Path) -> None:
     found = reclaimer(tree, Kernel(tree, ManualClock())).holders()
-    assert found == (CacheHolder("kubepods/burstable", "burstable", 0),
-                     CacheHolder("kubepods/besteffort", BESTEFFORT, 500 * MiB),
-                     CacheHolder("kubepods", PODS, 600 * MiB))
+    assert found == (CacheHolder("kubepods/burstable", "burstable", 0, 0),
+                     CacheHolder("kubepods/besteffort", BESTEFFORT, 500 * MiB, 50 * MiB),
+                     CacheHolder("kubepods", PODS, 600 * MiB, 50 * MiB))
 
 
 def test_reclaims_in_steps_until_the_working_set_fell_by_the_bytes_asked(tree: Path) -> None:

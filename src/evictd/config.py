@@ -144,6 +144,8 @@ class EvictdSettings:
     memory_reclaim_before_eviction: bool = field(default=False, metadata={"yaml": "memoryReclaimBeforeEviction"})
     memory_reclaim_budget_s: float = field(default=DEFAULT_BUDGET_S, metadata={"yaml": "memoryReclaimBudget",
                                                                               "max": MAX_BUDGET_S})
+    # Reclaim for the daemons (core/daemons_reclaim.py): off until the arena measures it.
+    daemons_reclaim: bool = field(default=False, metadata={"yaml": "daemonsReclaim"})
     shutdown_timeout_s: float = field(default=15.0, metadata={"yaml": "shutdownTimeout"})
     log_format: LogFormat = field(default=LogFormat.AUTO, metadata={"yaml": "logFormat"})
     container_gc_min_age_s: float = field(
@@ -193,7 +195,7 @@ class Configuration:
         """What this configuration asks of the protections against thrash (`evictd.core.protections`)."""
         return ProtectionWanted.of(self.eviction.thresholds(), stall_gate=self.eviction.stall_requires_node_reclaim,
                                    memory_reclaim=self.evictd.memory_reclaim_before_eviction,
-                                   reported_only=reported_only)
+                                   daemons_reclaim=self.evictd.daemons_reclaim, reported_only=reported_only)
 
 
 def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: bool,

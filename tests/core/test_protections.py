@@ -29,9 +29,9 @@ NO_PSI = ProtectionFacts(node_psi_missing="/proc/pressure/memory: absent", pods_
 
 
 def wanted(hard: dict[str, str] | None = None, *, gate: bool = True, reclaim: bool = False,
-           reported_only: str | None = None) -> ProtectionWanted:
+           reported_only: str | None = None, daemons_reclaim: bool = False) -> ProtectionWanted:
     return ProtectionWanted.of(parse_stall_thresholds(hard or {}, {}, {}, {}), stall_gate=gate,
-                               memory_reclaim=reclaim, reported_only=reported_only)
+                               memory_reclaim=reclaim, reported_only=reported_only, daemons_reclaim=daemons_reclaim)
 
 
 def verdict(protection: Protection, want: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
@@ -85,6 +85,18 @@ def verdict(protection: Protection, want: ProtectionWanted, facts: ProtectionFac
          State.UNAVAILABLE, "system.slice: no such cgroup", DAEMONS_NODE_HOW),
         (Protection.DAEMONS_REFAULT, wanted(DAEMONS), None, State.UNREAD, "system.slice not read", ""),
         (Protection.STALL_GATE, wanted(DAEMONS), NO_PSI, State.ACTIVE, "node-wide", ""),
+        # reclaim for the daemons: no threshold needed, no PSI needed; memory.reclaim and system.slice are
+        (Protection.DAEMONS_RECLAIM, wanted(), ALL_THERE, State.OFF, "daemonsReclaim: false", "daemonsReclaim: true"),
+        (Protection.DAEMONS_RECLAIM, wanted(daemons_reclaim=True), ProtectionFacts(
+            "/proc/pressure/memory: absent", "no PSI", None, None), State.ACTIVE, "10% of their memory within 2 s", ""),
+        (Protection.DAEMONS_RECLAIM, wanted(daemons_reclaim=True), NO_PSI, State.UNAVAILABLE,
+         "cgroup v1 has no memory.reclaim", RECLAIM_NODE_HOW),
+        (Protection.DAEMONS_RECLAIM, wanted(daemons_reclaim=True),
+         ProtectionFacts(None, None, None, None, daemons_missing="/sys/fs/cgroup/system.slice: no such cgroup"),
+         State.UNAVAILABLE, "system.slice: no such cgroup", DAEMONS_NODE_HOW),
+        (Protection.DAEMONS_RECLAIM, wanted(daemons_reclaim=True, reported_only="dry run"), ALL_THERE,
+         State.UNAVAILABLE, "acts as off: dry run", "dryRun: false"),
+        (Protection.DAEMONS_RECLAIM, wanted(daemons_reclaim=True), None, State.UNREAD, "not read", ""),
     ],
 )
 def test_each_protection_says_whether_it_acts_why_not_and_how(protection: Protection, want: ProtectionWanted,

@@ -811,7 +811,7 @@ def test_the_shipped_configuration_turns_the_protections_against_thrash_on(tmp_p
     states = {v["protection"]: v["state"] for v in json.loads(done.stdout)["protections"]}
     # This host: PSI on the node, cgroup v1 (no memory.reclaim), so reclaim before evict is asked for but unavailable.
     assert states == {"memory_stall": "active", "stall_gate": "active", "reclaim_before_evict": "unavailable",
-                      "page_cache_refault": "off", "daemons_refault": "off"}
+                      "page_cache_refault": "off", "daemons_refault": "off", "daemons_reclaim": "off"}
 
 
 def test_shipped_configurations_start_in_dry_run(tmp_path: Path) -> None:

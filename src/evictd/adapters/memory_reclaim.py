@@ -1,8 +1,9 @@
 """The cgroup v2 ``memory.reclaim`` adapter: reads where pods' page cache is, and asks the kernel to reclaim it.
 
-For reclaim before evict (`evictd.core.memory_reclaim`): reads ``active_file`` of the BestEffort, Burstable and pods
-cgroups, and carries out a `ReclaimPlan`, writing `step_bytes` at a time to each target's ``memory.reclaim`` (5.19+)
-until its working set fell by the bytes asked, EAGAIN, four times the bytes were written, or the monotonic budget
+For reclaim before evict (`evictd.core.memory_reclaim`) and for the daemons (`evictd.core.daemons_reclaim`): reads
+``active_file`` and ``inactive_file`` of the BestEffort, Burstable and pods cgroups, and carries out a `ReclaimPlan`,
+writing `step_bytes` at a time to each target's ``memory.reclaim`` (5.19+) until its working set (its usage, for a
+plan `by_usage`) fell by the bytes asked, EAGAIN, four times the bytes were written, or the monotonic budget
 ran out (checked before each write: at most one step over). Targets outside the pods cgroup are refused. On v1 or
 before 5.19 there is no ``memory.reclaim`` (``force_empty`` is no partial reclaim): `unavailable` says so.
 
@@ -99,15 +100,21 @@ class CgroupMemoryReclaimer:
         return None
 
     def holders(self) -> tuple[CacheHolder, ...]:
-        """The QoS tiers' and the pods cgroup's active file (a tier without a cgroup is left out). Raises
+        """The QoS tiers' and the pods cgroup's active and inactive file (a tier without a cgroup is left out). Raises
         SampleError."""
         found = []
         for qos, name in self._qos.items():
             cgroup = join_cgroup(self._pods, name)
             if os.path.isdir(self._folder(cgroup)):
-                found.append(CacheHolder(cgroup, TIER_OF_QOS[qos], self._stat(cgroup, ACTIVE_FILE_KEY)))
-        found.append(CacheHolder(self._pods, PODS, self._stat(self._pods, ACTIVE_FILE_KEY)))
+                found.append(self._holder(cgroup, TIER_OF_QOS[qos]))
+        found.append(self._holder(self._pods, PODS))
         return tuple(found)
+
+    def _holder(self, cgroup: str, tier: str) -> CacheHolder:
+        path = self._folder(cgroup) + "/memory.stat"
+        data = read_file(path)
+        return CacheHolder(cgroup, tier, flat_keyed_value(path, data, ACTIVE_FILE_KEY),
+                           flat_keyed_value(path, data, V2_INACTIVE_FILE_KEY))
 
     def refault_file_bytes(self) -> int | None:
         """The node's page cache refaulted since boot (/proc/vmstat), None when unreadable."""
@@ -128,7 +135,7 @@ class CgroupMemoryReclaimer:
         stopped = "done"
         for target in plan.targets:
             path = self._folder(target.cgroup) + "/memory.reclaim"
-            before = self._working_set(target.cgroup)
+            before = self._fallen_from(target.cgroup, plan.by_usage)
             dropped = written = 0
             while dropped < target.bytes:
                 if self._monotonic() >= deadline:
@@ -141,7 +148,7 @@ class CgroupMemoryReclaimer:
                 writes += 1
                 written += amount
                 complete = self._write(path, amount)
-                dropped = max(0, before - self._working_set(target.cgroup))
+                dropped = max(0, before - self._fallen_from(target.cgroup, plan.by_usage))
                 if not complete:
                     stopped = "kernel could reclaim no more"
                     break
@@ -161,11 +168,13 @@ class CgroupMemoryReclaimer:
         path = self._folder(cgroup) + "/memory.stat"
         return flat_keyed_value(path, read_file(path), key)
 
-    def _working_set(self, cgroup: str) -> int:
+    def _fallen_from(self, cgroup: str, by_usage: bool) -> int:
+        """What a target's fall is counted in: its usage (`by_usage`), else its working set (usage less inactive file,
+        what the memory signals count)."""
         folder = self._folder(cgroup)
         path = folder + "/memory.current"
         try:
             current = int(read_file(path))
         except ValueError as exc:
             raise SampleError(path, "not an integer") from exc
-        return max(0, current - self._stat(cgroup, V2_INACTIVE_FILE_KEY))
+        return current if by_usage else max(0, current - self._stat(cgroup, V2_INACTIVE_FILE_KEY))

@@ -67,11 +67,17 @@ class ReclaimSettings:
 @dataclass(frozen=True, slots=True)
 class CacheHolder:
     """A cgroup that may hold pods' page cache: its path, its tier (`BESTEFFORT`, `BURSTABLE` or `PODS` for the pods
-    cgroup, whose figure includes the tiers') and its ``active_file`` bytes (hierarchical)."""
+    cgroup, whose figures include the tiers') and its ``active_file`` and ``inactive_file`` bytes (hierarchical)."""
 
     cgroup: str
     tier: str
     active_file_bytes: int
+    inactive_file_bytes: int = 0
+
+    @property
+    def file_bytes(self) -> int:
+        """All its page cache, active and inactive (what reclaim for the daemons may drop)."""
+        return self.active_file_bytes + self.inactive_file_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +91,15 @@ class ReclaimTarget:
 @dataclass(frozen=True, slots=True)
 class ReclaimPlan:
     """What to reclaim: `targets` in order, `step_bytes` per write, all within `budget_s` of the first write.
-    `needed_bytes` is the shortfall plus the minimum reclaim; the targets ask up to `GROWTH_MARGIN_BYTES` more."""
+    `needed_bytes` is the shortfall plus the minimum reclaim; the targets ask up to `GROWTH_MARGIN_BYTES` more.
+    `by_usage`: a target's fall is counted in its usage, not its working set (inactive file dropped counts too:
+    reclaim for the daemons, `evictd.core.daemons_reclaim`)."""
 
     targets: tuple[ReclaimTarget, ...]
     needed_bytes: int
     step_bytes: int = STEP_BYTES
     budget_s: float = DEFAULT_BUDGET_S
+    by_usage: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from evictd.core.daemon_refault import DAEMON_REFAULT_WINDOW_S
+from evictd.core.daemons_reclaim import DAEMONS_RECLAIM_FIELD, TRIGGER_BASIS_POINTS
 from evictd.core.signals import Reading, Signal, spec_of
 from evictd.core.thresholds import Threshold
 
@@ -27,6 +28,8 @@ REFAULT_HOW = ("set stallEvictionHard/Soft for evictd.io/memory.refault (docs/co
                "signal\"); off as shipped: on a node without PSI it can count relief's re-reads as thrash")
 DAEMONS_HOW = ("set stallEvictionHard/Soft for evictd.io/daemons.refault (docs/configuration.md, \"The daemons "
                "refault signal\"); off as shipped until measured")
+DAEMONS_RECLAIM_HOW = (f"set {DAEMONS_RECLAIM_FIELD}: true in the EvictdConfiguration (docs/configuration.md, "
+                       "\"Reclaim for the daemons\"); off as shipped until measured")
 DAEMONS_NODE_HOW = ("systemd's system.slice with memory accounting (DefaultMemoryAccounting=yes in "
                     "/etc/systemd/system.conf), so it is in the memory hierarchy")
 
@@ -39,6 +42,7 @@ class Protection(StrEnum):
     RECLAIM_BEFORE_EVICT = "reclaim_before_evict"
     PAGE_CACHE_REFAULT = "page_cache_refault"
     DAEMONS_REFAULT = "daemons_refault"
+    DAEMONS_RECLAIM = "daemons_reclaim"
 
 
 class State(StrEnum):
@@ -61,18 +65,19 @@ class ProtectionFacts:
 
 @dataclass(frozen=True, slots=True)
 class ProtectionWanted:
-    """What the configuration asks for: its thresholds, the stall gate, reclaim before evict, and why the daemon
-    would only report (None: it acts)."""
+    """What the configuration asks for: its thresholds, the stall gate, reclaim before evict, why the daemon would
+    only report (None: it acts), and reclaim for the daemons."""
 
     thresholds: tuple[Threshold, ...]
     stall_gate: bool
     memory_reclaim: bool
     reported_only: str | None = None
+    daemons_reclaim: bool = False
 
     @classmethod
     def of(cls, thresholds: Iterable[Threshold], *, stall_gate: bool, memory_reclaim: bool,
-           reported_only: str | None = None) -> ProtectionWanted:
-        return cls(tuple(thresholds), stall_gate, memory_reclaim, reported_only)
+           reported_only: str | None = None, daemons_reclaim: bool = False) -> ProtectionWanted:
+        return cls(tuple(thresholds), stall_gate, memory_reclaim, reported_only, daemons_reclaim)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +98,7 @@ class Verdict:
 def protections(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> tuple[Verdict, ...]:
     """The verdict on each protection, in `Protection` order; `facts` None: the node was not read."""
     return (_stall(wanted, facts), _gate(wanted), _reclaim(wanted, facts), _refault(wanted, facts),
-            _daemons(wanted, facts))
+            _daemons(wanted, facts), _daemons_reclaim(wanted, facts))
 
 
 def _named(wanted: ProtectionWanted, signals: Iterable[Signal]) -> str:
@@ -184,3 +189,24 @@ def _daemons(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict
                     None if facts is None else facts.daemons_missing, ("no daemons refault threshold", DAEMONS_HOW),
                     "system.slice", DAEMONS_NODE_HOW,
                     f": system.slice's re-reads within {DAEMON_REFAULT_WINDOW_S:g} s, of its memory")
+
+
+def _daemons_reclaim(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
+    """Reclaim for the daemons: needs memory.reclaim on the pods cgroup (as reclaim before evict), system.slice's
+    re-reads (as the daemons refault signal) and evictd acting."""
+    if not wanted.daemons_reclaim:
+        return Verdict(Protection.DAEMONS_RECLAIM, State.OFF, f"{DAEMONS_RECLAIM_FIELD}: false", DAEMONS_RECLAIM_HOW)
+    if wanted.reported_only is not None:
+        return Verdict(Protection.DAEMONS_RECLAIM, State.UNAVAILABLE, f"acts as off: {wanted.reported_only}",
+                       "let evictd act (dryRun: false, and a Kubernetes API)")
+    if facts is None:
+        return Verdict(Protection.DAEMONS_RECLAIM, State.UNREAD, "on; the node's cgroups and system.slice not read")
+    if facts.memory_reclaim_missing is not None:
+        return Verdict(Protection.DAEMONS_RECLAIM, State.UNAVAILABLE, f"acts as off: {facts.memory_reclaim_missing}",
+                       RECLAIM_NODE_HOW)
+    if facts.daemons_missing is not None:
+        return Verdict(Protection.DAEMONS_RECLAIM, State.UNAVAILABLE, f"acts as off: {facts.daemons_missing}",
+                       DAEMONS_NODE_HOW)
+    return Verdict(Protection.DAEMONS_RECLAIM, State.ACTIVE, "the pods' page cache is reclaimed while the daemons "
+                   f"re-read {TRIGGER_BASIS_POINTS / 100:g}% of their memory within {DAEMON_REFAULT_WINDOW_S:g} s, "
+                   "with or without a threshold (while evictd acts: not in dry-run)")

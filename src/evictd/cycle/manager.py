@@ -7,8 +7,9 @@ others; a failed eviction still counts). An unusable API pod list evicts nobody,
 pods for hard thresholds. evictd's own additions (docs/how-a-cycle-decides.md): soft evictions through the Eviction
 API in rounds off the loop (`EvictionApiRoute`; a hung API delays soft evictions only, and a pending release holds
 them); escalation (pods evictd evicted, still `terminating`, ranked again for a hard threshold); confirming memory
-crossings (`evictd.core.settled`); and a bounded wait, once per pod, for pods' first disk figures before a disk
-ranking (`DiskFigures`, `disk_figures_wait_s`).
+crossings (`evictd.core.settled`); a bounded wait, once per pod, for pods' first disk figures before a disk
+ranking (`DiskFigures`, `disk_figures_wait_s`); and reclaim for the daemons before any eviction step
+(`DaemonsReclaimStep`; a daemons refault eviction waits for its verdict).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from evictd.core.settled import (
 from evictd.core.signals import Signal, spec_of
 from evictd.core.summary import Observation, Summary, signal_observations
 from evictd.core.thresholds import Threshold
+from evictd.cycle.daemons_reclaim import DaemonsReclaimStep
 from evictd.cycle.eviction_api_route import EvictionApiRoute, eviction_api_bypassed, is_soft, request_round
 from evictd.cycle.reclaim_first import MemoryReclaimStep
 from evictd.cycle.report import (
@@ -77,6 +79,8 @@ from evictd.cycle.report import (
 FRESH_STATE = EngineState()
 # A disk ranking's wait for new pods' first figures (a walker round takes ms to ~0.7 s; short next to the tick).
 DISK_FIGURES_WAIT_S = 2.0
+# Why a daemons refault eviction waits: the reclaim for the daemons it would follow has not been judged yet.
+DAEMONS_VERDICT_AWAITED = "a reclaim for the daemons awaits its verdict: their refault eviction waits for it"
 # Why nobody was evicted after the wait for disk figures: the threshold no longer met on the stats read after it.
 PRESSURE_GONE_WHILE_WAITING = "the threshold was no longer met after the wait for pods' disk figures"
 
@@ -136,9 +140,11 @@ class EvictionManager:
                  eviction_api: EvictionApiRoute | None = None, crossing_hold_s: float = 0.0,
                  terminating: PodSource | None = None, disk_figures: DiskFigures | None = None,
                  disk_figures_wait_s: float = DISK_FIGURES_WAIT_S,
-                 memory_reclaim: MemoryReclaimStep | None = None) -> None:
+                 memory_reclaim: MemoryReclaimStep | None = None,
+                 daemons_reclaim: DaemonsReclaimStep | None = None) -> None:
         self.config = config
         self._memory_reclaim = memory_reclaim  # reclaim before evict (evictd's own, off: None)
+        self._daemons_reclaim = daemons_reclaim  # reclaim for the daemons (evictd's own, off: None)
         # Where to wait for pods' first disk figures (None: nothing to wait for), how long, the uids waited for.
         self._disk_figures = disk_figures
         self._disk_figures_wait_s = disk_figures_wait_s
@@ -226,14 +232,24 @@ class EvictionManager:
         seen = CycleReport(now=now, observed=observed, decided=Decided(assessment), errors=tuple(errors))
         if summary is None:  # assess skipped the cycle (stats unavailable)
             return seen
+        if self._daemons_reclaim is not None:  # before any eviction, whatever the thresholds
+            seen = replace(seen, daemons_reclaim=self._daemons_reclaim.run(self.state.stall_gate.daemons_refault, now))
         match assessment.next_step:
             case Skipped() | NoneStarved():
                 return seen
             case EvictForLocalStorage(evictions=evictions):
                 failures = self._evict(evictions)
                 return replace(seen, acted=Acted(evictions=tuple(evictions)), errors=(*seen.errors, *failures))
+            case ReclaimThenEvict() as step if self._awaits_daemons_verdict(step):
+                return replace(seen, decided=replace(seen.decided, withheld=DAEMONS_VERDICT_AWAITED))
             case ReclaimThenEvict() as step:
                 return self._reclaim_then_evict(seen, step, summary, api_evicted, terminating)
+
+    def _awaits_daemons_verdict(self, step: ReclaimThenEvict) -> bool:
+        """Whether a daemons refault eviction waits: a reclaim for the daemons awaits its verdict (one cycle or two:
+        a failed one backs off, and the eviction then goes ahead)."""
+        return (self._daemons_reclaim is not None and self._daemons_reclaim.awaiting_verdict
+                and step.threshold.signal is Signal.DAEMONS_REFAULT)
 
     def _terminating_pods(self) -> tuple[Pod, ...]:
         """The pods evictd may escalate (none when they cannot be listed: escalation is a bonus, not a duty)."""

@@ -2,7 +2,8 @@
 
 A `CycleReport` is made of parts, each frozen: `Observed` (the Summary read and the pods listed, and where they came
 from), `Decided` (the engine's assessment and, when a threshold asked for an eviction, the ranking), `Acted` (the
-node-level reclaim, the evictions, and how a soft eviction used the Eviction API), and the cycle's failures as
+node-level reclaim, the evictions, and how a soft eviction used the Eviction API), reclaim for the daemons
+(`DaemonsReclaimUse`, beside any threshold), and the cycle's failures as
 `CycleError`s, one type whatever the step that failed (a failed eviction too: it names its pod). Logs, metrics, the
 live view, the flight recording and `simulate`'s output are all made from these parts and nothing else.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from evictd.core.daemons_reclaim import DaemonsVerdict
 from evictd.core.engine import Assessment, Eviction, FollowUp
 from evictd.core.errors import EvictionRefused
 from evictd.core.fs_layout import ReclaimAction
@@ -179,6 +181,30 @@ class MemoryReclaimUse:
 
 
 @dataclass(frozen=True, slots=True)
+class DaemonsReclaimUse:
+    """What reclaim for the daemons did in a cycle (`evictd.core.daemons_reclaim`): the daemons' figure before it
+    (basis points of their memory; None: unknown); skipped (`skipped`, `backing_off`), or asked `asked_bytes` of
+    `targets` and saw their usage fall by `freed_bytes` in `elapsed_s`, stopping for `stopped` (or failed: `error`);
+    and `verdict`, an earlier attempt judged this cycle (None: none)."""
+
+    figure_bp: int | None
+    skipped: str | None = None
+    backing_off: bool = False
+    asked_bytes: int = 0
+    freed_bytes: int = 0
+    elapsed_s: float = 0.0
+    stopped: str = ""
+    error: str | None = None
+    targets: tuple[str, ...] = ()
+    verdict: DaemonsVerdict | None = None
+
+    @property
+    def attempted(self) -> bool:
+        """Whether the cycle asked the kernel (an attempt that failed too)."""
+        return self.skipped is None
+
+
+@dataclass(frozen=True, slots=True)
 class Acted:
     """What a cycle did: node-level reclaim actions, whether they resolved the pressure and the Summary read after
     (None: none); the evictions (a failed one counts, as the kubelet counts it; an accepted API eviction counts when
@@ -214,6 +240,7 @@ class CycleReport:
     acted: Acted = Acted()
     errors: tuple[CycleError, ...] = ()
     oom: OomReport | None = None
+    daemons_reclaim: DaemonsReclaimUse | None = None  # reclaim for the daemons (None: off, or the node cannot)
 
     @property
     def ranked_on(self) -> Summary | None:

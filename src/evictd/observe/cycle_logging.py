@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evictd.core.daemons_reclaim import TRIGGER_BASIS_POINTS as DAEMONS_TRIGGER_BASIS_POINTS
 from evictd.core.engine import Eviction, FollowUp, Skipped, ThresholdStatus
 from evictd.core.engine_rules import STALL_SETTLE_S
 from evictd.core.oom import TOO_LATE_ACTIVITIES, Activity, OomReport, outside_pods, situation, wall_time_text
@@ -19,7 +20,7 @@ from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, HeldBack
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.cycle.ids import decision_id
 from evictd.cycle.render import describe_threshold
-from evictd.cycle.report import Acted, CycleReport, CycleStep
+from evictd.cycle.report import Acted, CycleReport, CycleStep, DaemonsReclaimUse
 from evictd.log import Log
 
 # The log line of an evicted pod ranked first again while it runs (`FollowUp`): never a second "evicting pod".
@@ -49,6 +50,9 @@ class CycleLogger:
         self._pods_from_node = False
         self._withheld: str | None = None
         self._held_back: frozenset[Threshold] = frozenset()  # stall thresholds the stall gate holds back
+        # Whether the last cycle's reclaim for the daemons skipped while triggered, backing off or not (None: it
+        # did not skip while triggered): a skip is logged when that changes.
+        self._daemons_skip: bool | None = None
 
     def _dry_run_now(self) -> bool:
         """Whether this cycle's evictions are reported only (a function is asked: the node's mode may change)."""
@@ -66,6 +70,7 @@ class CycleLogger:
         self._pod_list(number, report)
         if report.oom is not None and report.oom.has_kills:
             self._oom_kills(number, report.oom)
+        self._daemons_reclaim(number, report.daemons_reclaim)
         if isinstance(assessment.next_step, Skipped):
             return
         conditions = tuple(str(c) for c in assessment.node_conditions)
@@ -118,6 +123,31 @@ class CycleLogger:
                 and (api is None or not (api.asked or api.waiting or api.failure or api.pending_release))):
             self._log.warning("unable to evict any pods from the node", cycle=number,
                               ranking=[p.key for p in decided.ranked_pods])
+
+    def _daemons_reclaim(self, number: int, use: DaemonsReclaimUse | None) -> None:
+        """Reclaim for the daemons (evictd's own): each attempt once, with what it asked, how much usage fell and the
+        daemons' figure before; each verdict; a skip while the daemons re-read over the trigger, when it starts or its
+        kind (backing off or not) changes."""
+        if use is None:
+            return
+        if use.verdict is not None:
+            attempt = use.verdict.attempt
+            self._log.info("reclaim for the daemons judged", cycle=number, helped=use.verdict.helped,
+                           daemons_refault_before=f"{attempt.figure_before_bp / 100:.2f}%",
+                           daemons_refault_after=f"{use.verdict.figure_after_bp / 100:.2f}%",
+                           outcome="helped" if use.verdict.helped else "did not help: backing off")
+        triggered_skip = (use.skipped is not None and use.figure_bp is not None
+                          and use.figure_bp >= DAEMONS_TRIGGER_BASIS_POINTS)
+        if use.attempted:
+            say = self._log.error if use.error is not None else self._log.info
+            say("reclaim for the daemons", cycle=number, daemons_refault=f"{(use.figure_bp or 0) / 100:.2f}%",
+                asked_bytes=use.asked_bytes, usage_fell_bytes=use.freed_bytes,
+                elapsed_ms=round(use.elapsed_s * 1000, 1), stopped=use.stopped, targets=list(use.targets),
+                **({"error": use.error} if use.error is not None else {}))
+        elif triggered_skip and self._daemons_skip != use.backing_off:
+            self._log.info("reclaim for the daemons skipped", cycle=number,
+                           daemons_refault=f"{(use.figure_bp or 0) / 100:.2f}%", reason=use.skipped)
+        self._daemons_skip = use.backing_off if triggered_skip else None
 
     def _memory_reclaim(self, number: int, acted: Acted) -> None:
         """Reclaim before evict (evictd's own): what it asked and freed, and whether the eviction was still needed."""

@@ -49,6 +49,8 @@ LOCAL_STORAGE_SIGNALS = (EMPTYDIR_LIMIT_SIGNAL, POD_EPHEMERAL_LIMIT_SIGNAL, CONT
 # (a future kubelet's) counts as "other", so the label's values stay bounded whatever a pod's status says.
 SHADOW_RESOURCES = tuple(str(resource) for resource in Resource)
 OTHER_RESOURCE = "other"
+# The verdicts on a reclaim for the daemons (`evictd.core.daemons_reclaim.judged`), exported at zero from the start.
+DAEMONS_VERDICTS = ("helped", "not_helped")
 
 
 
@@ -155,6 +157,14 @@ class Metrics:
         self.reclaimed = Counter("evictd_reclaimed_bytes_total", "Bytes freed by node-level reclaim, by action "
                                  "(containerGC, imageGC; memoryReclaim: page cache, reclaim before evict).",
                                  ["action"], registry=r)
+        self.daemons_reclaims = Counter("evictd_daemons_reclaim_attempts_total", "Reclaims for the daemons "
+                                        "(daemonsReclaim): pods' page cache asked of memory.reclaim while the node's "
+                                        "daemons re-read their memory.", registry=r)
+        self.daemons_reclaimed = Counter("evictd_daemons_reclaimed_bytes_total", "Bytes the pods' cgroups' usage fell "
+                                         "by in reclaims for the daemons.", registry=r)
+        self.daemons_verdicts = Counter("evictd_daemons_reclaim_verdicts_total", "Reclaims for the daemons judged on "
+                                        "the daemons' refault figure a window after: helped, or not_helped (the "
+                                        "back-off doubles).", ["verdict"], registry=r)
         self.journal_pending = Gauge("evictd_journal_pending_evictions", "Evictions in the journal whose API writes "
                                      "(condition, deletion, event) are not all done yet.", registry=r)
         self.oom_kills = Counter("evictd_oom_kills_total", "Processes killed by the kernel's OOM killer, by where "
@@ -204,7 +214,7 @@ class Metrics:
                                (self.oom_kills_too_late, sorted(TOO_LATE_ACTIVITIES)), (self.wakeups, WAKEUP_CAUSES),
                                (self.errors, ERROR_SOURCES), (self.condition, NodeCondition),
                                (self.mode, RunMode), (self.mode_source, ModeSource), (self.follow_ups, FollowUpKind),
-                               (self.pod_fields_dropped, CAPPED_FIELDS)):
+                               (self.pod_fields_dropped, CAPPED_FIELDS), (self.daemons_verdicts, DAEMONS_VERDICTS)):
             for value in values:
                 metric.labels(str(value))  # a new child starts at zero
         for outcome in Outcome:  # every pair at zero: a node's first comparison shows in increase() and rate()
@@ -247,6 +257,7 @@ class Metrics:
                 self.reclaimed.labels(str(result.action)).inc(result.freed_bytes)
         if acted.memory_reclaim is not None and acted.memory_reclaim.result is not None and acted.reclaim_succeeded:
             self.evictions_avoided.inc()
+        self._daemons_reclaim(report)
         for refusal in acted.refusals:
             self.eviction_api_refusals.labels(refusal.reason).inc()
         for eviction in acted.evictions:
@@ -261,6 +272,17 @@ class Metrics:
             if acted_on is not None and acted_on.time is not None:
                 age = max(0.0, (now_wall - acted_on.time).total_seconds())
                 self.eviction_stats_age.labels(str(threshold.signal)).observe(age)
+
+    def _daemons_reclaim(self, report: CycleReport) -> None:
+        """Count a cycle's reclaim for the daemons: its attempt, the usage it freed, an earlier one's verdict."""
+        use = report.daemons_reclaim
+        if use is None:
+            return
+        if use.attempted:
+            self.daemons_reclaims.inc()
+            self.daemons_reclaimed.inc(use.freed_bytes)
+        if use.verdict is not None:
+            self.daemons_verdicts.labels(DAEMONS_VERDICTS[0] if use.verdict.helped else DAEMONS_VERDICTS[1]).inc()
 
     def _pod_disk(self, report: CycleReport, now_wall: datetime) -> None:
         """Export how old the pods' disk figures were and how many pods had none (absent: no Summary)."""

@@ -293,7 +293,8 @@ def build_stats_source(config: Configuration, cgroups: CgroupReader, node_name: 
         container_fs_path=settings.container_fs_path,
         runtime=runtime,
         memory_pressure=bool(stall_signals),
-        daemon_refaults=Signal.DAEMONS_REFAULT in stall_signals,
+        # The daemons' figure: for their threshold, or for reclaim for the daemons (which needs no threshold).
+        daemon_refaults=Signal.DAEMONS_REFAULT in stall_signals or settings.daemons_reclaim,
         # A 1.37 kubelet (or one with HugepageAwareEviction) subtracts the hugepage capacity; its Summary, read
         # above, has it subtracted already.
         hugepages=(node_hugepages(hugepage_aware, hugepages_root) if hugepage_aware is not None

@@ -43,6 +43,7 @@ from evictd.adapters.self_protection import (
 )
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.config import Configuration, EvictdSettings, MetricsAuthorization, StatsOrigin
+from evictd.core.daemons_reclaim import DaemonsReclaimSettings
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import ConfigError, SampleError
 from evictd.core.handover import racing_signals
@@ -58,6 +59,7 @@ from evictd.core.summary import Summary
 from evictd.core.wake import stale_after_s
 from evictd.cri import RuntimeSlot
 from evictd.cri.client import CriClient
+from evictd.cycle.daemons_reclaim import DaemonsReclaimStep
 from evictd.cycle.finished import AfterCycle
 from evictd.cycle.ids import run_id
 from evictd.cycle.limits_choice import enforced_as_chosen, limits_choice
@@ -204,9 +206,30 @@ def build_memory_reclaim(basics: Basics, reported_only: bool,
     return MemoryReclaimStep(ReclaimSettings(enabled=True, budget_s=settings.memory_reclaim_budget_s), reclaimer)
 
 
+def build_daemons_reclaim(basics: Basics, reported_only: bool,
+                          dry_run: Callable[[], bool] | None = None) -> DaemonsReclaimStep | None:
+    """Reclaim for the daemons (None when off); as `build_memory_reclaim`, and off where the daemons' figure cannot be
+    read (`statsSource: kubelet`: its Summary has no system.slice counts)."""
+    settings = basics.settings
+    if not settings.daemons_reclaim:
+        return None
+    node_reclaimer = CgroupMemoryReclaimer(basics.cgroups)
+    unavailable = ("evictd only reports (dry run, or no Kubernetes API)" if reported_only
+                   else "statsSource: kubelet (its Summary has no system.slice counts)"
+                   if settings.stats_source is StatsOrigin.KUBELET else node_reclaimer.unavailable())
+    if unavailable is not None:
+        basics.log.warning("reclaim for the daemons unavailable: acts as off", reason=unavailable)
+        return None
+    reclaimer = node_reclaimer if dry_run is None else ModeGatedMemoryReclaimer(node_reclaimer, dry_run)
+    basics.log.info("reclaim for the daemons on", budget_s=settings.memory_reclaim_budget_s)
+    return DaemonsReclaimStep(DaemonsReclaimSettings(enabled=True, budget_s=settings.memory_reclaim_budget_s),
+                              reclaimer)
+
+
 def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: ClusterParts | None, pods: PodSource,
                   node: NodeLevel, state: EngineState, *, crossing_hold_s: float,
-                  memory_reclaim: MemoryReclaimStep | None = None) -> EvictionManager:
+                  memory_reclaim: MemoryReclaimStep | None = None,
+                  daemons_reclaim: DaemonsReclaimStep | None = None) -> EvictionManager:
     """The eviction manager, whole: what it reads and acts through, and the state it starts from."""
     return EvictionManager(
         engine_config,
@@ -224,6 +247,7 @@ def build_manager(engine_config: EngineConfig, stats: StatsParts, cluster: Clust
         terminating=cluster.terminating if cluster is not None else None,
         disk_figures=stats.disk_figures,
         memory_reclaim=memory_reclaim,
+        daemons_reclaim=daemons_reclaim,
     )
 
 
@@ -469,7 +493,9 @@ def build_daemon(
     manager = build_manager(engine_config, stats, cluster, pods, node, start_state,
                             crossing_hold_s=basics.settings.memory_crossing_hold_s,
                             memory_reclaim=build_memory_reclaim(basics, never_acts or cluster is None,
-                                                                None if never_acts else mode.dry_run))
+                                                                None if never_acts else mode.dry_run),
+                            daemons_reclaim=build_daemons_reclaim(basics, never_acts or cluster is None,
+                                                                  None if never_acts else mode.dry_run))
     link = build_runtime(basics, node, cluster, stats.source.memory_reading(),
                          dry_run=None if never_acts else mode.dry_run)
     sensors = build_sensors(basics.settings, basics.cgroup_layout, basics.cgroups, basics.waiter, basics.log,

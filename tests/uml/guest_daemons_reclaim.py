@@ -1,0 +1,167 @@
+"""Guest side of reclaim for the daemons on a real cgroup v2 kernel (tests/uml/test_daemons_reclaim_v2.py boots it):
+the daemons' figure, the rule and the `memory.reclaim` adapter against real page cache and real refaults.
+
+Run as ``python guest_daemons_reclaim.py``; writes ``$UML_OUT/daemons-reclaim.json``. A process in
+``system.slice/daemon`` (at the hierarchy's root, where evictd reads the daemons) reads its file once; a BestEffort
+pod's process (``daemons-test/kubepods/besteffort/pod-backup``, the cgroupfs driver's names) streams a file larger
+than the guest's memory, pushing the daemon's pages out; the daemon reads its file again. Then, through evictd's own
+code (`daemon_counts`, `daemon_refault_figure`, `CgroupMemoryReclaimer`, `daemons_reclaim_plan`):
+
+* the daemons' figure of two quiet readings (the rule skips) and of two around the daemon's re-read;
+* the cache holders, the plan for that figure, and the plan carried out: the BestEffort tier's usage and
+  system.slice's page cache before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from evictd.adapters.cgroups import CgroupLayout, CgroupReader
+from evictd.adapters.daemon_cgroups import daemon_counts
+from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
+from evictd.core.daemon_refault import DAEMON_MIN_MEMORY_BYTES, DAEMON_REFAULT_MIN_SPAN_S, daemon_refault_figure
+from evictd.core.daemons_reclaim import DaemonsReclaimHistory, DaemonsReclaimSettings, daemons_reclaim_plan
+from evictd.core.memory_reclaim import ReclaimPlan
+from evictd.core.refault import RefaultFigure, RefaultSample
+
+CGROUP = Path("/sys/fs/cgroup")
+BASE = "daemons-test"
+MiB = 1 << 20
+# The daemon's file, and the backup's: larger than the guest's memory (256 MiB), so its stream pushes the daemon out.
+DAEMON_FILE_MIB, BACKUP_FILE_MIB = 48, 384
+READ = "import sys\nwith open(sys.argv[1], 'rb') as f:\n    while f.read(1 << 20):\n        pass\n"
+
+
+def make_cgroup(path: str) -> Path:
+    """Create `path` and its parents, each parent delegating memory to its children."""
+    current = CGROUP
+    for part in path.split("/"):
+        controls = current / "cgroup.subtree_control"
+        if "memory" not in controls.read_text():
+            controls.write_text("+memory")
+        current = current / part
+        current.mkdir(exist_ok=True)
+    return current
+
+
+def stat(folder: Path, key: str) -> int:
+    for line in (folder / "memory.stat").read_text().splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return int(value)
+    raise KeyError(key)
+
+
+def usage(folder: Path) -> int:
+    return int((folder / "memory.current").read_text())
+
+
+def data_file(name: str, mib: int) -> Path:
+    path = Path(os.environ.get("UML_DISK_MOUNT", "/run/disk")) / f"{name}.dat"
+    block = os.urandom(MiB)
+    with open(path, "wb") as out:
+        for _ in range(mib):
+            out.write(block)
+    return path
+
+
+def read_in(folder: Path, path: Path) -> None:
+    """Read `path` once from a process started in the cgroup `folder` (its page cache charged there)."""
+    def enter() -> None:
+        (folder / "cgroup.procs").write_text(str(os.getpid()))
+    subprocess.run([sys.executable, "-c", READ, str(path)], check=True, preexec_fn=enter)
+
+
+def figure_over(layout: CgroupLayout, between: Any) -> tuple[RefaultFigure | None, int]:
+    """The daemons' figure of two readings of system.slice around `between()`, at least the minimum span apart, and
+    the bytes re-read between them."""
+    first = daemon_counts(layout)
+    started = time.monotonic()
+    between()
+    time.sleep(max(0.0, DAEMON_REFAULT_MIN_SPAN_S + 0.05 - (time.monotonic() - started)))
+    second = daemon_counts(layout)
+    ended = time.monotonic()
+    assert first is not None and second is not None, "system.slice counts no re-reads"
+    samples = (RefaultSample(started, first.refault_bytes), RefaultSample(ended, second.refault_bytes))
+    figure = daemon_refault_figure(samples, max(second.usage_bytes, DAEMON_MIN_MEMORY_BYTES))
+    return figure, second.refault_bytes - first.refault_bytes
+
+
+def plan_of(plan: Any) -> dict[str, Any]:
+    if isinstance(plan, ReclaimPlan):
+        return {"targets": [[t.cgroup, t.bytes] for t in plan.targets], "asked": plan.needed_bytes,
+                "byUsage": plan.by_usage}
+    return {"skipped": plan.reason}
+
+
+def clean_up(*files: Path) -> None:
+    """Leave the guest as it was: the files and their cache gone, the trees removed."""
+    for path in files:
+        path.unlink()
+    Path("/proc/sys/vm/drop_caches").write_text("3")
+    for top in (CGROUP / BASE, CGROUP / "system.slice"):
+        for folder in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            if folder.is_dir():
+                folder.rmdir()
+        top.rmdir()
+
+
+def scenario() -> dict[str, Any]:
+    backup = make_cgroup(f"{BASE}/kubepods/besteffort/pod-backup")
+    make_cgroup(f"{BASE}/kubepods/burstable")
+    daemon = make_cgroup("system.slice/daemon")
+    tier, slice_ = CGROUP / BASE / "kubepods" / "besteffort", CGROUP / "system.slice"
+    daemon_file, backup_file = data_file("daemon", DAEMON_FILE_MIB), data_file("backup", BACKUP_FILE_MIB)
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3")
+    layout = CgroupLayout(version=2, root=CGROUP)
+    reclaimer = CgroupMemoryReclaimer(CgroupReader(CgroupLayout(version=2, root=CGROUP, base=BASE)))
+    settings = DaemonsReclaimSettings(enabled=True, budget_s=2.0)
+    read_in(daemon, daemon_file)
+    quiet, _ = figure_over(layout, lambda: None)
+    quiet_plan = daemons_reclaim_plan(settings, quiet, reclaimer.holders(), DaemonsReclaimHistory(), 0.0)
+    read_in(backup, backup_file)  # the stream: its cache pushes the daemon's pages out
+    refaulting, reread = figure_over(layout, lambda: read_in(daemon, daemon_file))
+    holders = reclaimer.holders()
+    plan = daemons_reclaim_plan(settings, refaulting, holders, DaemonsReclaimHistory(), 0.0)
+    before = {"tierUsage": usage(tier), "tierFile": stat(tier, "file"), "daemonsFile": stat(slice_, "file")}
+    outcome = reclaimer.reclaim(plan) if isinstance(plan, ReclaimPlan) else None
+    after = {"tierUsage": usage(tier), "tierFile": stat(tier, "file"), "daemonsFile": stat(slice_, "file")}
+    unavailable = reclaimer.unavailable()
+    clean_up(daemon_file, backup_file)
+    return {
+        "unavailable": unavailable,
+        "quietFigureBp": None if quiet is None else quiet.refaulted_basis_points,
+        "quietPlan": plan_of(quiet_plan),
+        "rereadBytes": reread,
+        "figureBp": None if refaulting is None else refaulting.refaulted_basis_points,
+        "daemonsMemory": None if refaulting is None else refaulting.memory_bytes,
+        "holders": [{"cgroup": h.cgroup, "tier": h.tier, "active": h.active_file_bytes,
+                     "inactive": h.inactive_file_bytes} for h in holders],
+        "plan": plan_of(plan),
+        "before": before, "after": after,
+        "outcome": None if outcome is None else {"freed": outcome.total_freed_bytes, "writes": outcome.writes,
+                                                 "elapsedS": outcome.elapsed_s, "stopped": outcome.stopped},
+    }
+
+
+def main() -> int:
+    out = Path(os.environ["UML_OUT"]) / "daemons-reclaim.json"
+    try:
+        result = scenario()
+    except BaseException as exc:  # the host-side test shows the traceback
+        out.write_text(json.dumps({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}))
+        return 1
+    out.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Reclaim for the daemons on a real cgroup v2 kernel (the user-mode Linux guest of tests/uml, Debian's 6.1, no PSI).
+
+One guest boot runs tests/uml/guest_daemons_reclaim.py with this checkout's ``src`` first on the path; this asserts on
+the JSON it wrote: a daemon in system.slice whose pages a BestEffort pod's stream pushed out re-reads them, the
+kernel counts it, and evictd's figure says so; the rule then asks the BestEffort tier for the daemons' memory, and
+``memory.reclaim`` drops that much of the stream's page cache (inactive: the tier's usage falls, its working set
+need not) without touching the daemons' cache. Quiet daemons make the rule skip. Fails, never skips, when the guest
+kernel is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from uml_guest import boot_guest
+
+from evictd.core.daemons_reclaim import TRIGGER_BASIS_POINTS
+
+MiB = 1 << 20
+GUEST = 'PYTHONPATH="$EVICTD_REPO/src:$EVICTD_REPO/tests/uml" "$EVICTD_PYTHON" ' \
+        '"$EVICTD_REPO/tests/uml/guest_daemons_reclaim.py" > "$UML_OUT/daemons-reclaim.log" 2>&1\n'
+# The guest's memory, under the backup's 384 MiB stream; its own disk holds both files (hostfs leaves no cache).
+MEM_MIB, DISK_MIB = 256, 512
+TIER = "daemons-test/kubepods/besteffort"
+
+
+@pytest.fixture(scope="module")
+def seen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    run = boot_guest(GUEST, tmp_path_factory.mktemp("daemons-reclaim") / "out", mem_mib=MEM_MIB, timeout_s=300,
+                     kernel="default", disk_mib=DISK_MIB)
+    if not (run.out / "daemons-reclaim.json").exists():
+        raise AssertionError(f"the guest wrote no daemons-reclaim.json:\n{run.text('daemons-reclaim.log')[-3000:]}")
+    document: dict[str, Any] = run.json("daemons-reclaim.json")
+    if "error" in document:
+        raise AssertionError(f"guest scenario failed: {document['traceback']}\n"
+                             f"{run.text('daemons-reclaim.log')[-3000:]}")
+    yield document
+
+
+def test_quiet_daemons_reclaim_nothing(seen: dict[str, Any]) -> None:
+    assert seen["unavailable"] is None
+    assert seen["quietFigureBp"] is not None and seen["quietFigureBp"] < TRIGGER_BASIS_POINTS, seen
+    assert "under 10%" in seen["quietPlan"]["skipped"]
+
+
+def test_the_daemons_refaulting_after_a_stream_is_seen_by_the_figure(seen: dict[str, Any]) -> None:
+    """The daemon's 48 MiB, pushed out by the 384 MiB stream, read again: the kernel counts re-reads in system.slice
+    and the figure is over the trigger."""
+    assert seen["rereadBytes"] >= 8 * MiB, seen
+    assert seen["figureBp"] is not None and seen["figureBp"] >= TRIGGER_BASIS_POINTS, seen
+
+
+def test_memory_reclaim_drops_the_streaming_pods_cache_and_never_the_daemons(seen: dict[str, Any]) -> None:
+    """The stream's cache is inactive: only a fall counted in usage sees it go (the working set would not move)."""
+    tiers = {holder["tier"]: holder for holder in seen["holders"]}
+    assert tiers["besteffort"]["inactive"] >= 32 * MiB, seen["holders"]
+    plan = seen["plan"]
+    assert "skipped" not in plan, plan
+    asked = plan["asked"]
+    assert plan["byUsage"] and plan["targets"] == [[TIER, asked]], plan
+    cache = tiers["besteffort"]["inactive"] + tiers["besteffort"]["active"]
+    assert asked == min(-(-seen["daemonsMemory"] // 4096) * 4096, cache), seen  # the daemons' memory, page-rounded
+    outcome, before, after = seen["outcome"], seen["before"], seen["after"]
+    assert outcome["stopped"] == "done" and outcome["freed"] >= asked, seen
+    assert before["tierUsage"] - after["tierUsage"] >= asked - MiB, seen
+    assert before["tierFile"] - after["tierFile"] >= asked - 2 * MiB, seen  # page cache, not anonymous memory
+    assert after["daemonsFile"] >= before["daemonsFile"] - MiB, "system.slice's cache was reclaimed"

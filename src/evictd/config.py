@@ -42,7 +42,7 @@ from evictd.core.kubelet_config import (
 from evictd.core.limits_enforcer import LimitsEnforcer
 from evictd.core.memory_reclaim import DEFAULT_BUDGET_S, MAX_BUDGET_S
 from evictd.core.node_status import ConditionMode
-from evictd.core.protections import ProtectionWanted
+from evictd.core.protections import KUBELET_STATS_NO_DAEMONS, ProtectionWanted
 from evictd.core.psi import microseconds, psi_trigger
 from evictd.core.reserved_memory import NodeReservation, node_reservation
 from evictd.core.self_protection import OOM_SCORE_ADJ_MAX, OOM_SCORE_ADJ_MIN
@@ -195,7 +195,9 @@ class Configuration:
         """What this configuration asks of the protections against thrash (`evictd.core.protections`)."""
         return ProtectionWanted.of(self.eviction.thresholds(), stall_gate=self.eviction.stall_requires_node_reclaim,
                                    memory_reclaim=self.evictd.memory_reclaim_before_eviction,
-                                   daemons_reclaim=self.evictd.daemons_reclaim, reported_only=reported_only)
+                                   daemons_reclaim=self.evictd.daemons_reclaim, reported_only=reported_only,
+                                   daemons_unread=KUBELET_STATS_NO_DAEMONS
+                                   if self.evictd.stats_source is StatsOrigin.KUBELET else None)
 
 
 def _decode_setting(yaml_name: str, default: object, value: object, allow_zero: bool,

@@ -29,9 +29,11 @@ NO_PSI = ProtectionFacts(node_psi_missing="/proc/pressure/memory: absent", pods_
 
 
 def wanted(hard: dict[str, str] | None = None, *, gate: bool = True, reclaim: bool = False,
-           reported_only: str | None = None, daemons_reclaim: bool = False) -> ProtectionWanted:
+           reported_only: str | None = None, daemons_reclaim: bool = False,
+           daemons_unread: str | None = None) -> ProtectionWanted:
     return ProtectionWanted.of(parse_stall_thresholds(hard or {}, {}, {}, {}), stall_gate=gate,
-                               memory_reclaim=reclaim, reported_only=reported_only, daemons_reclaim=daemons_reclaim)
+                               memory_reclaim=reclaim, reported_only=reported_only, daemons_reclaim=daemons_reclaim,
+                               daemons_unread=daemons_unread)
 
 
 def verdict(protection: Protection, want: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
@@ -97,6 +99,8 @@ def verdict(protection: Protection, want: ProtectionWanted, facts: ProtectionFac
         (Protection.DAEMONS_RECLAIM, wanted(daemons_reclaim=True, reported_only="dry run"), ALL_THERE,
          State.UNAVAILABLE, "acts as off: dry run", "dryRun: false"),
         (Protection.DAEMONS_RECLAIM, wanted(daemons_reclaim=True), None, State.UNREAD, "not read", ""),
+        (Protection.DAEMONS_RECLAIM, wanted(daemons_reclaim=True, daemons_unread="statsSource: kubelet (why)"),
+         ALL_THERE, State.UNAVAILABLE, "acts as off: statsSource: kubelet", "statsSource: node"),
     ],
 )
 def test_each_protection_says_whether_it_acts_why_not_and_how(protection: Protection, want: ProtectionWanted,

@@ -28,6 +28,8 @@ REFAULT_HOW = ("set stallEvictionHard/Soft for evictd.io/memory.refault (docs/co
                "signal\"); off as shipped: on a node without PSI it can count relief's re-reads as thrash")
 DAEMONS_HOW = ("set stallEvictionHard/Soft for evictd.io/daemons.refault (docs/configuration.md, \"The daemons "
                "refault signal\"); off as shipped until measured")
+# Why `statsSource: kubelet` gives no daemons' figure to reclaim for.
+KUBELET_STATS_NO_DAEMONS = "statsSource: kubelet (its Summary has no system.slice counts)"
 DAEMONS_RECLAIM_HOW = (f"set {DAEMONS_RECLAIM_FIELD}: true in the EvictdConfiguration (docs/configuration.md, "
                        "\"Reclaim for the daemons\"); off as shipped until measured")
 DAEMONS_NODE_HOW = ("systemd's system.slice with memory accounting (DefaultMemoryAccounting=yes in "
@@ -66,18 +68,21 @@ class ProtectionFacts:
 @dataclass(frozen=True, slots=True)
 class ProtectionWanted:
     """What the configuration asks for: its thresholds, the stall gate, reclaim before evict, why the daemon would
-    only report (None: it acts), and reclaim for the daemons."""
+    only report (None: it acts), reclaim for the daemons, and why its stats cannot give the daemons' figure (None:
+    they can)."""
 
     thresholds: tuple[Threshold, ...]
     stall_gate: bool
     memory_reclaim: bool
     reported_only: str | None = None
     daemons_reclaim: bool = False
+    daemons_unread: str | None = None
 
     @classmethod
     def of(cls, thresholds: Iterable[Threshold], *, stall_gate: bool, memory_reclaim: bool,
-           reported_only: str | None = None, daemons_reclaim: bool = False) -> ProtectionWanted:
-        return cls(tuple(thresholds), stall_gate, memory_reclaim, reported_only, daemons_reclaim)
+           reported_only: str | None = None, daemons_reclaim: bool = False,
+           daemons_unread: str | None = None) -> ProtectionWanted:
+        return cls(tuple(thresholds), stall_gate, memory_reclaim, reported_only, daemons_reclaim, daemons_unread)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +204,9 @@ def _daemons_reclaim(wanted: ProtectionWanted, facts: ProtectionFacts | None) ->
     if wanted.reported_only is not None:
         return Verdict(Protection.DAEMONS_RECLAIM, State.UNAVAILABLE, f"acts as off: {wanted.reported_only}",
                        "let evictd act (dryRun: false, and a Kubernetes API)")
+    if wanted.daemons_unread is not None:
+        return Verdict(Protection.DAEMONS_RECLAIM, State.UNAVAILABLE, f"acts as off: {wanted.daemons_unread}",
+                       "statsSource: node (the default)")
     if facts is None:
         return Verdict(Protection.DAEMONS_RECLAIM, State.UNREAD, "on; the node's cgroups and system.slice not read")
     if facts.memory_reclaim_missing is not None:

@@ -51,8 +51,8 @@ from evictd.core.limits_enforcer import Enforcer
 from evictd.core.memory_reclaim import CacheHolder, ReclaimPlan, ReclaimSettings
 from evictd.core.metrics_access import Verdict
 from evictd.core.node_protection import Status, node_protection_findings
+from evictd.core.protections import KUBELET_STATS_NO_DAEMONS, protections
 from evictd.core.protections import State as ProtectionState
-from evictd.core.protections import protections
 from evictd.core.self_protection import KIB, oom_score_adj_warning
 from evictd.core.signals import Signal
 from evictd.core.summary import Summary
@@ -215,8 +215,8 @@ def build_daemons_reclaim(basics: Basics, reported_only: bool,
         return None
     node_reclaimer = CgroupMemoryReclaimer(basics.cgroups)
     unavailable = ("evictd only reports (dry run, or no Kubernetes API)" if reported_only
-                   else "statsSource: kubelet (its Summary has no system.slice counts)"
-                   if settings.stats_source is StatsOrigin.KUBELET else node_reclaimer.unavailable())
+                   else KUBELET_STATS_NO_DAEMONS if settings.stats_source is StatsOrigin.KUBELET
+                   else node_reclaimer.unavailable())
     if unavailable is not None:
         basics.log.warning("reclaim for the daemons unavailable: acts as off", reason=unavailable)
         return None

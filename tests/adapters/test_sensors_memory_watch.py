@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_cgroups import ROLE_TO_READING, TREES, copy_tree, write_v1_figures
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.notifiers import Waiter
@@ -214,3 +215,29 @@ def test_on_v2_the_steady_pace_follows_the_threads_cpu_per_look(tmp_path: Path) 
     finally:
         budgeted.close()
         fixed.close()
+
+
+def test_armed_accounted_on_v1_the_watch_wakes_only_for_a_working_set_the_statistics_count(tmp_path: Path) -> None:
+    # cgroup v1's pods cgroup: usage has 64 MiB of a file memory.stat has not folded in yet (a churner's page cache).
+    tree = TREES[0]
+    root = copy_tree(tree, tmp_path)
+    pods = root / "memory" / tree.pods
+    write_v1_figures(pods, usage_mib=1600, rss_mib=1256, cache_mib=240, kmem_mib=40)
+    working_set = ROLE_TO_READING["pods"].working_set_bytes
+    # Met on the working set as read (100 MiB left, under 130), not on what the statistics count (about 160 MiB).
+    met = Target(Reading.PODS_MEMORY, working_set + 100 * MI, 130 * MI, "hard allocatableMemory.available threshold")
+    watch = memory_watch(CgroupReader(tree.layout(root), cpus=2), interval_s=10.0, monotonic=time.monotonic,
+                         v1=True)
+    waiter = Waiter(time.monotonic)
+    waiter.set_notifiers([watch])
+    try:
+        watch.look_for([met], time.monotonic(), accounted=True)
+        assert waiter.wait(0.3) == [], "usage the statistics do not count yet is no crossing"
+        assert watch.looks >= 2, "near it on the figures it reads, the watch keeps looking"
+        write_v1_figures(pods, usage_mib=1600, rss_mib=1320, cache_mib=240, kmem_mib=40)  # 64 MiB of it anonymous
+        assert waiter.wait(5.0) == [Wake.MEMORY_WATCH]
+        write_v1_figures(pods, usage_mib=1600, rss_mib=1256, cache_mib=240, kmem_mib=40)
+        watch.look_for([met], time.monotonic())  # not accounted: the working set as read crosses
+        assert waiter.wait(5.0) == [Wake.MEMORY_WATCH]
+    finally:
+        waiter.close()

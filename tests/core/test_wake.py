@@ -25,6 +25,7 @@ from evictd.core.wake import (
     GRACE_END_MARGIN_S,
     MIN_STALE_AFTER_S,
     NOTIFICATION_FOLLOW_UPS_S,
+    Arming,
     CycleSeen,
     Wake,
     WakeState,
@@ -48,14 +49,18 @@ class Cadence:
     def after_cycle(self, started: float, now: float, *, memory_threshold_met: bool, held: bool = False,
                     grace_ends_in_s: float | None = None, crossing_unconfirmed: bool = False,
                     near_crossing: bool = True, unmet_near: bool = True, memory_receded: bool = False,
-                    stall_follow_up: bool = False) -> Cadence:
+                    stall_follow_up: bool = False, crossing_unaccounted: bool = False) -> Cadence:
         # The previous cycle's memory: one threshold gone since without evictd acting (receded), or none.
         before = replace(self.state, memory_met=frozenset({GONE}) if memory_receded else frozenset(), acted=False,
                          woken=self.state.woken | {Wake.PSI} if stall_follow_up else self.state.woken)
         seen = CycleSeen(started, frozenset({MET}) if memory_threshold_met else frozenset(), held=held,
-                         crossing_unconfirmed=crossing_unconfirmed, near_crossing=near_crossing,
-                         unmet_near=unmet_near, grace_ends_in_s=grace_ends_in_s, stall_unmet=stall_follow_up)
-        return Cadence(0.0, after_cycle(before, seen, now)[0])
+                         crossing_unconfirmed=crossing_unconfirmed, crossing_unaccounted=crossing_unaccounted,
+                         near_crossing=near_crossing, unmet_near=unmet_near, grace_ends_in_s=grace_ends_in_s,
+                         stall_unmet=stall_follow_up, arm=Arming(started))
+        state, plan = after_cycle(before, seen, now)
+        cadence = Cadence(0.0, state)
+        cadence.plan = plan
+        return cadence
 
     def after_failure(self, started: float, now: float) -> Cadence:
         return Cadence(0.0, after_cycle(self.state, CycleSeen(started, cycle_failed=True), now)[0])
@@ -287,11 +292,12 @@ def test_a_cycle_far_from_every_memory_threshold_ends_the_follow_ups() -> None:
     assert near.follow_ups and near.due_at == 0.001, "a crossing a few pages short: the follow-ups go on"
 
 
-def changed(cadence: Cadence, at: float, *, unconfirmed: bool = False) -> Cadence:
+def changed(cadence: Cadence, at: float, *, unconfirmed: bool = False, unaccounted: bool = False) -> Cadence:
     """`cadence` after a cycle started and ended at `at` that no longer saw a memory threshold met with no eviction
-    since (or, `unconfirmed`, whose crossing its confirming reading did not show)."""
+    since (or, `unconfirmed`, whose crossing its confirming reading did not show; `unaccounted`, met at first only on
+    usage the statistics did not count yet)."""
     return cadence.after_cycle(at, at, memory_threshold_met=False, memory_receded=not unconfirmed,
-                               crossing_unconfirmed=unconfirmed)
+                               crossing_unconfirmed=unconfirmed, crossing_unaccounted=unaccounted)
 
 
 @pytest.mark.parametrize(("change_times", "flapping"), [
@@ -322,6 +328,33 @@ def test_while_flapping_a_notification_brings_the_next_cycle_a_second_after_the_
     assert cadence.woken([]).wait_s(0.2) is None and cadence.woken(["signal"]).wait_s(0.2) is None
     quiet = woken.after_cycle(1.15, 1.15, memory_threshold_met=False)
     assert quiet.flapping and quiet.woken(["memcg"]).wait_s(1.2) == pytest.approx(1.15 + flap_cycle_s(1) - 1.2)
+
+
+def test_memory_flapping_only_with_the_statistics_lag_still_hears_the_memory_watch_on_accounted_figures() -> None:
+    # Two real changes (a tenant freeing what it crossed with) and two crossings met only on usage memory.stat did
+    # not count yet (a churner's page cache): flapping, but only with the lag.
+    cadence = Cadence(INTERVAL_S)
+    for at, lag in ((0.0, False), (0.3, True), (0.6, True), (4.0, False)):
+        cadence = changed(cadence.woken(["memcg"]), at, unconfirmed=lag, unaccounted=lag)
+    assert cadence.flapping and cadence.state.lagging
+    assert cadence.listening and cadence.plan.arm is not None and cadence.plan.arm.accounted
+    assert cadence.woken(["memory_watch"]).wait_s(4.1) is None, "its crossing is real: decided at once"
+    throttled = cadence.woken(["memcg"])
+    assert throttled.wait_s(4.1) == pytest.approx(4.0 + flap_cycle_s(cadence.state.flap_cycles) - 4.1), \
+        "the levels' firings wait as flapping"
+    # Two more real changes: memory flaps without the lag, and the watch waits too.
+    real = changed(changed(cadence.woken(["memcg"]), 5.0).woken(["memcg"]), 5.0)
+    assert real.flapping and not real.state.lagging and not (real.plan.arm and real.plan.arm.accounted)
+    assert real.woken(["memory_watch"]).wait_s(5.1) == pytest.approx(5.0 + flap_cycle_s(real.state.flap_cycles) - 5.1)
+
+
+def test_without_a_lag_change_flapping_is_never_lagging() -> None:
+    cadence = Cadence(INTERVAL_S)
+    for at in (0.0, 0.05, 0.1, 0.15):
+        cadence = changed(cadence.woken(["memcg"]), at, unconfirmed=True)  # accounted: shown, then gone
+    assert cadence.flapping and not cadence.state.lagging
+    woken = cadence.woken(["memory_watch"])
+    assert woken.wait_s(0.2) is not None and not woken.listening, "every notification waits for the flap cycle"
 
 
 def test_while_flapping_the_cycles_are_a_second_apart_on_average_never_in_step_with_a_periodic_tenant() -> None:

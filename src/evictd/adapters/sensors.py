@@ -125,12 +125,15 @@ class WatchThread(FdOwner):
 class TargetWatch(WatchThread):
     """Signals its eventfd when a look finds a `Target` met: each target's reading read by `readers` between ticks,
     paced by its `WATCHES` row at the rate of the node's cgroup version (`evictd.core.wake.look`). A read that fails
-    keeps the figure last read for this arming (the cycle's `seen` at first), else its targets are skipped."""
+    keeps the figure last read for this arming (the cycle's `seen` at first), else its targets are skipped. An
+    arming `accounted` reads with `accounted_readers` where they have the reading."""
 
     def __init__(self, readers: Mapping[Reading, Callable[[], int]], interval_s: float, *,
                  monotonic: Callable[[], float], v1: bool = False, look_budget: bool = False,
-                 thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW) -> None:
+                 thread_cpu: Callable[[], float] = time.thread_time, look_cost_window: int = LOOK_COST_WINDOW,
+                 accounted_readers: Mapping[Reading, Callable[[], int]] | None = None) -> None:
         self._readers = dict(readers)
+        self._accounted_readers = {**self._readers, **(accounted_readers or {})}
         super().__init__(next(iter(self._readers)), monotonic)
         self._interval_s = interval_s
         self.v1 = v1  # the looks paced at the rows' cgroup v1 rates (a backstop of the memcg levels)
@@ -152,16 +155,16 @@ class TargetWatch(WatchThread):
             targets, seen = arming.counts.get(self.reading, ((), 0))
             self.look_for(targets, arming.at, seen={self.reading: seen})
         else:
-            self.look_for(arming.memory, arming.at, held=arming.held)
+            self.look_for(arming.memory, arming.at, held=arming.held, accounted=arming.accounted)
 
     def look_for(self, targets: Sequence[wake.Target], now: float, *, held: Sequence[wake.Target] = (),
-                 seen: Mapping[Reading, int] | None = None) -> None:
+                 seen: Mapping[Reading, int] | None = None, accounted: bool = False) -> None:
         """Watch `targets` from `now` (the cycle's start), once none of `held` is met any more; with the cycle's
         figures `seen`, no look at all when none could come before the tick at them."""
         targets, seen = tuple(targets), dict(seen or {})
         near = bool(targets) and (not seen or wake.look(targets, seen, now, self._interval_s - (
             self._monotonic() - now), v1=self.v1).period_s is not None)
-        self._arm((targets, tuple(held), now, seen), near)
+        self._arm((targets, tuple(held), now, seen, accounted), near)
 
     def _idle(self) -> None:
         self._histories = {}  # what the looks saw is no history of the time it did not look
@@ -186,10 +189,11 @@ class TargetWatch(WatchThread):
                 self._cost_window = (cpu, 0)
         return wake.steady_max_period_s(self.look_cpu_s)
 
-    def _look(self, armed: tuple[tuple[wake.Target, ...], tuple[wake.Target, ...], float, dict[Reading, int]],
+    def _look(self, armed: tuple[tuple[wake.Target, ...], tuple[wake.Target, ...], float, dict[Reading, int], bool],
               generation: int) -> float | None:
         """Read each target's reading once; signal the loop and idle when one is met, else the next period."""
-        targets, held, armed_at, seen = armed
+        targets, held, armed_at, seen, accounted = armed
+        readers = self._accounted_readers if accounted else self._readers
         steady_max_s = self._steady_max_s()
         if self._released == generation:
             held = ()
@@ -198,7 +202,7 @@ class TargetWatch(WatchThread):
         for reading in dict.fromkeys(target.reading for target in (*held, *targets)):
             self.looks += 1
             try:
-                figures[reading] = self._readers[reading]()
+                figures[reading] = readers[reading]()
             except SampleError:  # the cycle reports the unreadable source
                 if reading in last:
                     figures[reading] = last[reading]
@@ -220,13 +224,18 @@ def memory_watch(cgroups: CgroupReader, interval_s: float, *, monotonic: Callabl
                  thread_cpu: Callable[[], float] = time.thread_time,
                  look_cost_window: int = LOOK_COST_WINDOW) -> TargetWatch:
     """The memory watch: the node's and the pods' working sets against the memory thresholds not met (`v1`: beside
-    the memcg levels, at their rows' cgroup v1 rate)."""
+    the memcg levels, at their rows' cgroup v1 rate); armed `accounted`, the pods' less the usage their statistics
+    do not count yet (cgroup v1's `unfolded_bytes`, as a crossing is confirmed)."""
     def working_set(reading: Reading) -> Callable[[], int]:
         return lambda: cgroups.memory(cgroups.pods_cgroup() if reading is Reading.PODS_MEMORY else "",
                                       working_set_only=True).working_set_bytes
+
+    def pods_accounted() -> int:
+        read = cgroups.memory(cgroups.pods_cgroup())
+        return max(0, read.working_set_bytes - (read.unfolded_bytes or 0))
     return TargetWatch({r: working_set(r) for r in (Reading.NODE_MEMORY, Reading.PODS_MEMORY)}, interval_s,
-                       monotonic=monotonic, v1=v1, look_budget=look_budget,
-                       thread_cpu=thread_cpu, look_cost_window=look_cost_window)
+                       monotonic=monotonic, v1=v1, look_budget=look_budget, thread_cpu=thread_cpu,
+                       look_cost_window=look_cost_window, accounted_readers={Reading.PODS_MEMORY: pods_accounted})
 
 
 # What each counted row of `evictd.core.wake.WATCHES` reads (from a /proc root): a new counted reading is a row here.

@@ -7,9 +7,11 @@ A cycle is due one interval after the last started, or sooner: a memory notifica
 period's end; `WINDOW_FOLLOW_UP_S` after a PSI firing left a stall threshold unmet; `SNAPSHOT_SPACING_S` after a
 stall met found no pod grown yet; at once after the wait for evicted pods, a stop, the timer or another watch.
 `NO_CYCLE` wake-ups (and `psi` while pressure is held) keep the deadline. Memory that goes back by itself
-`FLAP_CHANGES` times in `FLAP_WINDOW_S` flaps: no follow-ups, a cycle about `FLAP_CYCLE_S` after the last. cgroup
-v1's memcg levels are their own model (`evictd.core.memcg`); `arming` hands them a cycle's figures. Pure: every
-time is an argument (monotonic seconds), states are immutable.
+`FLAP_CHANGES` times in `FLAP_WINDOW_S` flaps: no follow-ups, a cycle about `FLAP_CYCLE_S` after the last. Memory
+that flaps only with crossings met on usage cgroup v1's statistics do not count yet (`lagging`: page cache written
+and freed) still hears the memory watch, armed on the figures they account for: its crossing is real, and decided
+at once. cgroup v1's memcg levels are their own model (`evictd.core.memcg`); `arming` hands them a cycle's
+figures. Pure: every time is an argument (monotonic seconds), states are immutable.
 """
 
 from __future__ import annotations
@@ -168,6 +170,7 @@ class CycleSeen:
     memory_met: frozenset[Threshold] = frozenset()
     held: bool = False
     crossing_unconfirmed: bool = False
+    crossing_unaccounted: bool = False
     near_crossing: bool = True
     unmet_near: bool = True
     grace_ends_in_s: float | None = None
@@ -180,12 +183,12 @@ class CycleSeen:
     @classmethod
     def of(cls, started_at: float, thresholds: Sequence[Threshold], assessment: Assessment, *,
            crossing_unconfirmed: bool, eviction_failed: bool, acted: bool, summary: Summary | None = None,
-           withheld: str | None = None) -> CycleSeen:
+           withheld: str | None = None, crossing_unaccounted: bool = False) -> CycleSeen:
         """The one place a cycle's report becomes what the schedule and the sensors see."""
         met = tuple(status.threshold for status in assessment.thresholds)
         return cls(started_at, frozenset(t for t in met if spec_of(t.signal).is_memory),
                    held=bool(met and not assessment.stale_signals and not eviction_failed),
-                   crossing_unconfirmed=crossing_unconfirmed,
+                   crossing_unconfirmed=crossing_unconfirmed, crossing_unaccounted=crossing_unaccounted,
                    near_crossing=near_crossing(thresholds, assessment.observations),
                    unmet_near=near_unmet_crossing(thresholds, assessment.observations),
                    grace_ends_in_s=assessment.next_decision_in_s(),
@@ -211,15 +214,18 @@ class Plan:
 @dataclass(frozen=True, slots=True)
 class WakeState:
     """The schedule between two cycles: the follow-up delays to come, when memory went back by itself within
-    `FLAP_WINDOW_S` (`changes`), the last cycle's facts, and what ended the last wait (`woken`)."""
+    `FLAP_WINDOW_S` (`changes`; `lag_changes`: those only the statistics' lag made), the last cycle's facts, and what
+    ended the last wait (`woken`)."""
 
     interval_s: float
     due_at: float | None = None
     follow_ups: tuple[float, ...] = ()
     held: bool = False
     changes: tuple[float, ...] = ()
+    lag_changes: tuple[float, ...] = ()
     last_started_at: float | None = None
     flapping: bool = False
+    lagging: bool = False  # flapping since the statistics' lag made it, and memory has not flapped without it since
     flap_cycles: int = 0
     memory_met: frozenset[Threshold] = frozenset()
     acted: bool = False
@@ -227,7 +233,7 @@ class WakeState:
 
     @property
     def plan(self) -> Plan:
-        listening = (not self.flapping or self.last_started_at is None or self.due_at is None
+        listening = (not self.flapping or self.lagging or self.last_started_at is None or self.due_at is None
                      or self.due_at > self.last_started_at + FLAP_CYCLE_MAX_S)
         return Plan(self.due_at, listening)
 
@@ -240,10 +246,14 @@ def after_cycle(state: WakeState, seen: CycleSeen, now: float) -> tuple[WakeStat
     newly_met = bool(seen.memory_met - state.memory_met)
     receded = not failed and bool(state.memory_met - seen.memory_met) and not state.acted
     changes = tuple(t for t in state.changes if now - t < FLAP_WINDOW_S)
+    lag_changes = tuple(t for t in state.lag_changes if now - t < FLAP_WINDOW_S)
     if receded or seen.crossing_unconfirmed:
         changes = (*changes, now)
+        if seen.crossing_unconfirmed and seen.crossing_unaccounted and not receded:
+            lag_changes = (*lag_changes, now)
     # Once flapping, until a window passes with no change: read once a second, a flapping tenant shows fewer.
     flapping = len(changes) >= FLAP_CHANGES or (state.flapping and bool(changes))
+    lagging = flapping and (state.lagging or not state.flapping) and len(changes) - len(lag_changes) < FLAP_CHANGES
     nothing_new_near = seen.held and not newly_met and not seen.unmet_near
     if seen.crossing_unconfirmed or not seen.near_crossing or flapping:
         follow_ups: tuple[float, ...] = ()
@@ -260,10 +270,12 @@ def after_cycle(state: WakeState, seen: CycleSeen, now: float) -> tuple[WakeStat
         due_at = min(due_at, now + follow_ups[0])
         follow_ups = follow_ups[1:]
     new = replace(state, due_at=due_at, follow_ups=follow_ups, held=seen.held, changes=changes,
-                  last_started_at=started_at, flapping=flapping, woken=frozenset())
+                  lag_changes=lag_changes, last_started_at=started_at, flapping=flapping, lagging=lagging,
+                  woken=frozenset())
     if not failed:
         new = replace(new, memory_met=seen.memory_met, acted=seen.acted)
-    return new, replace(new.plan, arm=seen.arm)
+    arm = seen.arm if seen.arm is None or not new.lagging else replace(seen.arm, accounted=True)
+    return new, replace(new.plan, arm=arm)
 
 
 def sensed(state: WakeState, causes: Iterable[str]) -> tuple[WakeState, Plan]:
@@ -280,7 +292,9 @@ def _woken(state: WakeState, causes: frozenset[str]) -> WakeState:
         return replace(state, due_at=None, follow_ups=state.follow_ups[-1:])
     if causes <= (HELD_NO_CYCLE if state.held else NO_CYCLE):
         return state
-    if causes <= NOTIFICATIONS | NO_CYCLE and state.flapping and state.last_started_at is not None:
+    # Lagging, the memory watch looks at the figures the statistics account for: its crossing is not their lag.
+    throttled = causes <= NOTIFICATIONS | NO_CYCLE and not (state.lagging and Wake.MEMORY_WATCH in causes)
+    if throttled and state.flapping and state.last_started_at is not None:
         due_at = state.last_started_at + flap_cycle_s(state.flap_cycles)
         return replace(state, due_at=due_at if state.due_at is None else min(state.due_at, due_at), follow_ups=(),
                        flap_cycles=state.flap_cycles + 1)
@@ -486,7 +500,8 @@ WATCHES: Mapping[Reading, WatchRow] = MappingProxyType({
 class Arming:
     """What a cycle that began at `at` leaves the sensors to watch (`arming`): the memory targets and those held, each
     refault reading's shares (the node's of `memory_bytes`), each counted reading's targets and count, each memcg
-    threshold's figures (None: no Summary, the levels stay; a threshold absent: nothing to watch)."""
+    threshold's figures (None: no Summary, the levels stay; a threshold absent: nothing to watch), and whether the
+    memory watch reads the working sets the statistics account for (`accounted`, while `WakeState.lagging`)."""
 
     at: float
     memory: tuple[Target, ...] = ()
@@ -495,6 +510,7 @@ class Arming:
     memory_bytes: int | None = None
     counts: Mapping[Reading, tuple[tuple[Target, ...], int]] = field(default_factory=dict)
     memcg: Mapping[Threshold, MemoryFigures | SampleError] | None = None
+    accounted: bool = False
 
 
 def arming(at: float, thresholds: Sequence[Threshold], summary: Summary | None,

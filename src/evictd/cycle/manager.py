@@ -218,16 +218,18 @@ class EvictionManager:
             errors.append(CycleError(CycleStep.STATS, f"eviction manager: failed to get summary stats: {exc}"))
         crossed: tuple[Threshold, ...] = ()
         confirmed_after_s: float | None = None
+        unaccounted = False
         if summary is not None and self._crossing_hold_s > 0:
             crossed = crossings_to_confirm(self.state.thresholds or self.config.thresholds,
                                            (*self.state.first_observed_at, *self.state.thresholds_met), summary)
             if crossed:
+                unaccounted = crossing_unsettled(crossed, summary)
                 summary, now, confirmed_after_s = self._confirming_summary((*pods, *terminating), crossed, errors,
                                                                            flapping)
         self.state, assessment = assess(self.state, self.config, layout, summary, pods, now)
         observed = Observed(summary=summary, pods=pods, pod_list_problem=problem,
                             crossed=tuple(dict.fromkeys(t.signal for t in crossed)),
-                            crossing_confirmed=crossing_confirmed(crossed, summary),
+                            crossing_confirmed=crossing_confirmed(crossed, summary), crossing_unaccounted=unaccounted,
                             confirmed_after_s=confirmed_after_s)
         seen = CycleReport(now=now, observed=observed, decided=Decided(assessment), errors=tuple(errors))
         if summary is None:  # assess skipped the cycle (stats unavailable)

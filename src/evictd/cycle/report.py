@@ -70,6 +70,8 @@ class Observed:
     # Memory thresholds newly met in the first reading that `summary` was read to confirm, and whether it did.
     crossed: tuple[Signal, ...] = ()
     crossing_confirmed: bool = False
+    # Whether the first reading had them met only on usage memory.stat did not account for yet (cgroup v1's lag).
+    crossing_unaccounted: bool = False
     # How long after the first reading the confirming one was taken (None: nothing to confirm).
     confirmed_after_s: float | None = None
 

@@ -351,7 +351,7 @@ class Daemon:
         """Run cycle `number`, then plan what follows (`after_cycle`), arm the sensors as planned and run the hooks."""
         self.before_cycle(number)
         try:
-            report = self.manager.synchronize(flapping=self._wake.flapping)
+            report = self.manager.synchronize(flapping=self._wake.flapping and not self._wake.lagging)
         except Exception:  # the loop is the one place that survives anything; the next cycle retries
             self.metrics.errors.labels("cycle").inc()
             self.log.exception("housekeeping cycle failed", cycle=number)
@@ -369,6 +369,7 @@ class Daemon:
                                                   or report.acted.eviction_api is not None)
         seen = CycleSeen.of(started, self.manager.state.thresholds, report.decided.assessment,
                             crossing_unconfirmed=report.observed.crossing_unconfirmed,
+                            crossing_unaccounted=report.observed.crossing_unaccounted,
                             eviction_failed=bool(report.errors_of(CycleStep.EVICTION)), acted=acted,
                             summary=report.observed.summary, withheld=report.decided.withheld)
         self._wake, plan = after_cycle(self._wake, seen, self.clock.monotonic())

@@ -17,6 +17,7 @@ real kube-apiserver, kubelet v1.36.2 and containerd in the guest, binaries from 
 through the API server with spec.nodeName; --mem-mib 3072 leaves the cluster's ~500 MiB beside a node).
 Protectors: kernel, evictd, evictd-stall, evictd-stall-nogate and systemd-oomd (--kernel psi or --vm qemu only;
 bench/node_survival_oomd.py), evictd-refault, evictd-reclaim (reclaim before evict: cgroup v2 memory.reclaim),
+evictd-daemons-reclaim (reclaim for the daemons: daemonsReclaim: true),
 earlyoom on both; kubelet-defaults, kubelet-same and kubelet-pid (kubelet-same plus pid.available<25%) on the real
 backend only; evictd-pid (evictd with pid.available<25% added, for the fork-bomb control); evictd-no-minreclaim
 (evictd without the memory.available minimum reclaim); kubelet-same-dryrun (kubelet-same with evictd beside it in

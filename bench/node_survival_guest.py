@@ -26,6 +26,8 @@ Protectors (each started after the pods, before the workload's pressure):
   bench/node_survival_pagecache.py's REFAULT_MAPS), on any kernel.
 * ``evictd-reclaim``: ``evictd`` plus reclaim before evict (``memoryReclaimBeforeEviction: true``, the default
   50 ms budget; bench/node_survival_pagecache.py's RECLAIM_SETTINGS).
+* ``evictd-daemons-reclaim``: ``evictd`` plus reclaim for the daemons (``daemonsReclaim: true``;
+  bench/node_survival_pagecache.py's DAEMONS_RECLAIM_SETTINGS).
 * ``evictd-pid``: ``evictd`` plus ``pid.available: 25%`` in evictionHard (bench/node_survival_controls_guest.py).
 * ``evictd-no-minreclaim``: ``evictd`` without ``evictionMinimumReclaim``'s ``memory.available: 100Mi``.
 * ``kubelet-same-dryrun`` (real backend only): ``kubelet-same``, and ``evictd`` beside it in dry-run (its memory on
@@ -99,6 +101,7 @@ from node_survival_outcomes import (
     victim_class,
 )
 from node_survival_pagecache import (
+    DAEMONS_RECLAIM_PROTECTOR,
     STALL_PROTECTORS,
     kubelet_argv,
     psi_totals,
@@ -207,8 +210,8 @@ class Protector:
         self.evictd: EvictdProcess | None = None
         self.earlyoom: subprocess.Popen[bytes] | None = None
         self.oomd = OomdProcess.for_run(work) if name == OOMD else None
-        if name in ("evictd", "evictd-refault", "evictd-reclaim", *STALL_PROTECTORS, EVICTD_PID,
-                    EVICTD_NO_MIN_RECLAIM, KUBELET_SAME_BESIDE_DRY_RUN):
+        if name in ("evictd", "evictd-refault", "evictd-reclaim", DAEMONS_RECLAIM_PROTECTOR, *STALL_PROTECTORS,
+                    EVICTD_PID, EVICTD_NO_MIN_RECLAIM, KUBELET_SAME_BESIDE_DRY_RUN):
             kubelet, evictd = evictd_documents(work, backend, name)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + EVICTD_PRIORITIES, "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)

@@ -21,6 +21,12 @@ and every run starts from the same cold cache.
   (free + inactive file) ends near 600 - `ACTIVE_FILE_MIB` MiB, under evictd's hard 200 MiB, while the kernel,
   with that much free, reclaims nothing and kills nobody. The run ends `ACTIVE_FILE_HOLD_S` after the head start.
 
+* ``backup-pod`` (issue #74): a BestEffort pod streams a `BACKUP_POD_FILE_MIB` file `BACKUP_POD_PASSES` times
+  with read(2) (`STREAMER`) beside the system daemon and the kubelet stand-in of ``thrash`` (file-backed working
+  sets) and a Guaranteed pod: the pod's page cache pushes the daemons' files out while nobody needs evicting.
+  Sized for a 1.5 GiB node (--mem-mib 1536), the issue's guest. The run ends 5 s after the stream.
+  ``backup-pod-long``: the same, the file read `BACKUP_POD_LONG_PASSES` times.
+
 The daemon of the other workloads is node_survival_workloads.HEARTBEAT, unchanged (`daemon_argv`).
 
 Per run (every workload, node_survival_catalog's `PageCacheRun`): file pages re-read, the delta of /proc/vmstat's
@@ -33,7 +39,8 @@ The protector ``evictd-stall`` is evictd as shipped plus the stall maps of confi
 (`STALL_MAPS`) in its EvictdConfiguration. It needs PSI: on a kernel without it (the default user-mode kernel)
 the arena refuses it (`stall_maps`), where evictd itself would run on without its stall signal. The protector
 ``evictd-refault`` is evictd as shipped plus refault thresholds (`REFAULT_MAPS`), on any kernel. ``evictd-reclaim``
-is evictd as shipped plus reclaim before evict (`RECLAIM_SETTINGS`: cgroup v2 ``memory.reclaim``, the default budget).
+is evictd as shipped plus reclaim before evict (`RECLAIM_SETTINGS`: cgroup v2 ``memory.reclaim``, the default budget);
+``evictd-daemons-reclaim`` evictd as shipped plus reclaim for the daemons (`DAEMONS_RECLAIM_SETTINGS`).
 """
 
 from __future__ import annotations
@@ -91,6 +98,9 @@ REFAULT_MAPS: dict[str, dict[str, str]] = {
 RECLAIM_PROTECTOR = "evictd-reclaim"
 # evictd as shipped plus reclaim before evict (issue 41; docs/configuration.md): its default budget.
 RECLAIM_SETTINGS: dict[str, object] = {"memoryReclaimBeforeEviction": True}
+DAEMONS_RECLAIM_PROTECTOR = "evictd-daemons-reclaim"
+# evictd as shipped plus reclaim for the daemons (issue 74; docs/configuration.md "Reclaim for the daemons").
+DAEMONS_RECLAIM_SETTINGS: dict[str, object] = {"daemonsReclaim": True}
 
 # A pod whose working set is a file: argv as GROWER's (only CONTROL_FOLDER and NAME are read); the line before
 # this text sets FILE, MODE and PERIOD. Once CONTROL_FOLDER/go.NAME exists and the system daemon has beaten once
@@ -128,6 +138,28 @@ while True:
     time.sleep(max(0.0, PERIOD - (time.monotonic() - began)))
 """
 
+# A pod streaming a file (backup-pod): argv as GROWER's (only CONTROL_FOLDER and NAME are read); the line before this
+# text sets FILE and PASSES. Once CONTROL_FOLDER/go.NAME exists and the system daemon has beaten once (its file read
+# in), it is ready (no warm-up); once CONTROL_FOLDER/grow exists it reads FILE PASSES times with read(2), 1 MiB at a
+# time, as cat does, then exits 0 (the backup is done).
+STREAMER = r"""
+import os, sys, time
+control, name = sys.argv[4:6]
+def wait_for(path, timeout=1e9):
+    path, deadline = os.path.join(control, path), time.monotonic() + timeout
+    while time.monotonic() < deadline and (not os.path.exists(path)
+                                           or path.endswith("heartbeat") and not os.path.getsize(path)):
+        time.sleep(0.02)
+wait_for("go." + name)
+wait_for(os.path.join(os.pardir, "heartbeat"), timeout=120)
+open(os.path.join(control, "ready." + name), "w").close()
+wait_for("grow")
+for _ in range(PASSES):
+    with open(FILE, "rb", buffering=0) as data:
+        while data.read(1 << 20):
+            pass
+"""
+
 # The system daemon with a file-backed working set: argv BEATS_FILE; the line before this text sets FILE. Every
 # 100 ms it touches every page of FILE through a mapping (its binaries, libraries and data), then beats.
 FILE_HEARTBEAT = r"""
@@ -140,6 +172,16 @@ with open(sys.argv[1], "a", buffering=1) as beats:
         time.sleep(0.1)
 """
 
+
+# backup-pod (issue 74): a BestEffort pod streams a file of BACKUP_POD_FILE_MIB twice beside the thrash's file-backed
+# system daemon and kubelet stand-in and the Guaranteed pod, as the issue's guest (1.5 GiB: --mem-mib 1536) did. The
+# run ends 5 s after the stream is done, or BACKUP_POD_HOLD_S after the start.
+BACKUP_POD_FILE_MIB = 1000
+BACKUP_POD_PASSES = 2
+# backup-pod-long: the same pod reading the file this many times (a job re-reading its data set, epoch after epoch):
+# a stream that lasts several of evictd's 10 s cycles (backup-pod's is over in about 5 s, within one).
+BACKUP_POD_LONG_PASSES = 10
+BACKUP_POD_HOLD_S = 300.0
 
 # Where the kubelet's figure (MemFree + Inactive(file)) went at its lowest: the page cache's lists, what is locked
 # or unevictable, anonymous and shared memory (/proc/meminfo keys).
@@ -163,8 +205,8 @@ class PageCacheWorkload(Workload):
     kubelet_file_mib: int = 0  # the kubelet stand-in's (stand-in backend; 0: no kubelet heartbeat)
 
 
-THRASH, ACTIVE_FILE = "thrash", "active-file"
-PAGECACHE_WORKLOADS = (THRASH, ACTIVE_FILE)
+THRASH, ACTIVE_FILE, BACKUP_POD, BACKUP_POD_LONG = "thrash", "active-file", "backup-pod", "backup-pod-long"
+PAGECACHE_WORKLOADS = (THRASH, ACTIVE_FILE, BACKUP_POD, BACKUP_POD_LONG)
 
 
 def disk() -> Path:
@@ -189,6 +231,14 @@ def pagecache_workload(name: str, mem_total_mib: int) -> PageCacheWorkload:
         request = int(mem_total_mib * ACTIVE_FILE_FILLER_REQUEST)
         filler = PodSpec("filler", "burstable", request, None, 0.0, 0.0, True)
         return PageCacheWorkload(name, (guaranteed_pod(), reader, filler), hold_s=ACTIVE_FILE_HOLD_S)
+    if name in (BACKUP_POD, BACKUP_POD_LONG):
+        passes = BACKUP_POD_PASSES if name == BACKUP_POD else BACKUP_POD_LONG_PASSES
+        backup = FilePodSpec("backup", "besteffort", None, None, 0.0, 0.0, True,
+                             script=f"FILE, PASSES = {str(file_path('backup-pod', BACKUP_POD_FILE_MIB))!r}, "
+                                    f"{passes!r}\n" + STREAMER,
+                             file_mib=BACKUP_POD_FILE_MIB, file_name="backup-pod")
+        return PageCacheWorkload(name, (guaranteed_pod(), backup), hold_s=BACKUP_POD_HOLD_S,
+                                 daemon_file_mib=THRASH_DAEMON_MIB, kubelet_file_mib=THRASH_KUBELET_MIB)
     raise KeyError(name)
 
 
@@ -256,7 +306,10 @@ def stall_maps(protector: str, psi: Path = Path("/proc/pressure/memory")) -> dic
 
 
 def reclaim_settings(protector: str) -> dict[str, object]:
-    """The EvictdConfiguration's reclaim-before-evict settings for `protector` ({} but for evictd-reclaim)."""
+    """The EvictdConfiguration's reclaim settings for `protector` ({} but for evictd-reclaim, reclaim before evict,
+    and evictd-daemons-reclaim, reclaim for the daemons)."""
+    if protector == DAEMONS_RECLAIM_PROTECTOR:
+        return dict(DAEMONS_RECLAIM_SETTINGS)
     return dict(RECLAIM_SETTINGS) if protector == RECLAIM_PROTECTOR else {}
 
 

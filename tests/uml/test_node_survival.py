@@ -92,6 +92,7 @@ from node_survival_ownlimit import (
     node_scan_pages,
 )
 from node_survival_pagecache import (
+    DAEMONS_RECLAIM_PROTECTOR,
     THRASH_DAEMON_MIB,
     THRASH_KUBELET_MIB,
     FilePodSpec,
@@ -100,6 +101,7 @@ from node_survival_pagecache import (
     kubelet_argv,
     pod_script,
     psi_totals,
+    reclaim_settings,
     refault_file_mib,
     stall_maps,
     value_at,
@@ -330,6 +332,20 @@ def test_the_page_cache_workloads() -> None:
     assert daemon_argv(workload("be-slow", 2495), Path("/w/heartbeat")) == (HEARTBEAT, "/w/heartbeat")
     assert files_of(workload("be-slow", 2495)) == []
 
+
+
+def test_the_backup_pod_workloads_stream_beside_the_file_backed_daemons() -> None:
+    """Issue 74's node: a BestEffort pod streaming one file (twice, or ten times) beside thrash's daemons."""
+    for name, passes in (("backup-pod", 2), ("backup-pod-long", 10)):
+        spec = workload(name, 1536)
+        pods = {p.name: p for p in spec.pods}
+        assert (pods["backup"].qos, pods["backup"].pressure) == ("besteffort", True)
+        assert pods["backup"].script.startswith("FILE, PASSES = '") and f", {passes}\n" in pods["backup"].script
+        compile(pod_script(pods["backup"]), name, "exec")
+        assert [mib for _, mib in files_of(spec)] == [1000, THRASH_DAEMON_MIB, THRASH_KUBELET_MIB]
+        assert kubelet_argv(spec, Path("/w/k")) is not None
+    assert reclaim_settings(DAEMONS_RECLAIM_PROTECTOR) == {"daemonsReclaim": True}
+    assert "daemonsReclaim" not in reclaim_settings("evictd")
 
 def _grow(tmp_path: Path, name: str, cap_mib: int) -> tuple[float, int]:
     """Run the GROWER of workload `name`'s grower here to `cap_mib` (no head start); return the seconds from its

@@ -333,7 +333,6 @@ def test_the_page_cache_workloads() -> None:
     assert files_of(workload("be-slow", 2495)) == []
 
 
-
 def test_the_backup_pod_workloads_stream_beside_the_file_backed_daemons() -> None:
     """Issue 74's node: a BestEffort pod streaming one file (twice, or ten times) beside thrash's daemons."""
     for name, passes in (("backup-pod", 2), ("backup-pod-long", 10)):
@@ -346,6 +345,7 @@ def test_the_backup_pod_workloads_stream_beside_the_file_backed_daemons() -> Non
         assert kubelet_argv(spec, Path("/w/k")) is not None
     assert reclaim_settings(DAEMONS_RECLAIM_PROTECTOR) == {"daemonsReclaim": True}
     assert "daemonsReclaim" not in reclaim_settings("evictd")
+
 
 def _grow(tmp_path: Path, name: str, cap_mib: int) -> tuple[float, int]:
     """Run the GROWER of workload `name`'s grower here to `cap_mib` (no head start); return the seconds from its

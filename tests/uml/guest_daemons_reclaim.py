@@ -23,6 +23,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from guest_memory_reclaim import data_file, make_cgroup, stat  # beside this script: the guest runs it by path
+
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.daemon_cgroups import daemon_counts
 from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
@@ -39,37 +41,8 @@ DAEMON_FILE_MIB, BACKUP_FILE_MIB = 48, 384
 READ = "import sys\nwith open(sys.argv[1], 'rb') as f:\n    while f.read(1 << 20):\n        pass\n"
 
 
-def make_cgroup(path: str) -> Path:
-    """Create `path` and its parents, each parent delegating memory to its children."""
-    current = CGROUP
-    for part in path.split("/"):
-        controls = current / "cgroup.subtree_control"
-        if "memory" not in controls.read_text():
-            controls.write_text("+memory")
-        current = current / part
-        current.mkdir(exist_ok=True)
-    return current
-
-
-def stat(folder: Path, key: str) -> int:
-    for line in (folder / "memory.stat").read_text().splitlines():
-        name, _, value = line.partition(" ")
-        if name == key:
-            return int(value)
-    raise KeyError(key)
-
-
 def usage(folder: Path) -> int:
     return int((folder / "memory.current").read_text())
-
-
-def data_file(name: str, mib: int) -> Path:
-    path = Path(os.environ.get("UML_DISK_MOUNT", "/run/disk")) / f"{name}.dat"
-    block = os.urandom(MiB)
-    with open(path, "wb") as out:
-        for _ in range(mib):
-            out.write(block)
-    return path
 
 
 def read_in(folder: Path, path: Path) -> None:

@@ -35,7 +35,6 @@ from evictd.core.refault import RefaultFigure, RefaultSample
 
 CGROUP = Path("/sys/fs/cgroup")
 BASE = "daemons-test"
-MiB = 1 << 20
 # The daemon's file, and the backup's: larger than the guest's memory (256 MiB), so its stream pushes the daemon out.
 DAEMON_FILE_MIB, BACKUP_FILE_MIB = 48, 384
 READ = "import sys\nwith open(sys.argv[1], 'rb') as f:\n    while f.read(1 << 20):\n        pass\n"

@@ -14,16 +14,19 @@ code (`daemon_counts`, `daemon_refault_figure`, `CgroupMemoryReclaimer`, `daemon
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
-from guest_memory_reclaim import data_file, make_cgroup, stat  # beside this script: the guest runs it by path
+from guest_memory_reclaim import (  # beside this script: the guest runs it by path
+    data_file,
+    make_cgroup,
+    stat,
+    write_outcome,
+)
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.daemon_cgroups import daemon_counts
@@ -124,16 +127,5 @@ def scenario() -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    out = Path(os.environ["UML_OUT"]) / "daemons-reclaim.json"
-    try:
-        result = scenario()
-    except BaseException as exc:  # the host-side test shows the traceback
-        out.write_text(json.dumps({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}))
-        return 1
-    out.write_text(json.dumps(result, indent=1))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(write_outcome("daemons-reclaim.json", scenario))

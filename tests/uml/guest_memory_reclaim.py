@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +140,9 @@ def scenario() -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    out = Path(os.environ["UML_OUT"]) / "reclaim-cgroupfs.json"
+def write_outcome(name: str, scenario: Callable[[], dict[str, Any]]) -> int:
+    """Run `scenario` and write its result, or its error and traceback, to $UML_OUT/`name` for the host-side test."""
+    out = Path(os.environ["UML_OUT"]) / name
     try:
         result = scenario()
     except BaseException as exc:  # the host-side test shows the traceback
@@ -151,4 +153,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(write_outcome("reclaim-cgroupfs.json", scenario))

@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 
 from evictd.core.daemon_refault import DAEMON_REFAULT_WINDOW_S
 from evictd.core.memory_reclaim import (
-    CPU_SHARE,
     CPU_WINDOW_S,
     DEFAULT_BUDGET_S,
     PAGE_BYTES,
@@ -35,6 +34,7 @@ from evictd.core.memory_reclaim import (
     ReclaimSkip,
     ReclaimTarget,
     backoff_s,
+    cpu_share_skip,
 )
 from evictd.core.refault import RefaultFigure
 
@@ -179,10 +179,8 @@ def daemons_reclaim_skip(settings: DaemonsReclaimSettings, figure: RefaultFigure
     if history.backoff_until_s is not None and now < history.backoff_until_s:
         return ReclaimSkip(f"backing off after {history.failures} reclaim(s) that did not help the daemons for "
                            f"another {history.backoff_until_s - now:.0f} s", backing_off=True)
-    spent = cpu_spent_s(history, now)
-    if spent > 0 and spent + settings.budget_s > CPU_SHARE * CPU_WINDOW_S:
-        return ReclaimSkip(f"reclaim took {spent * 1000:.0f} ms of the last {CPU_WINDOW_S:g} s (at most "
-                           f"{CPU_SHARE:.0%} of one CPU)")
+    if (busy := cpu_share_skip(cpu_spent_s(history, now), settings.budget_s)) is not None:
+        return busy
     left = MINUTE_MAX_BYTES - asked_this_minute(history, now)
     if left < STEP_BYTES:
         return ReclaimSkip(f"{MINUTE_MAX_BYTES // MiB} MiB asked within {MINUTE_S:g} s already")

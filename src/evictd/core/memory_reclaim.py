@@ -198,6 +198,15 @@ def cpu_spent_s(history: ReclaimHistory, now: float) -> float:
     return sum(spent for at, spent in history.recent if at > now - CPU_WINDOW_S)
 
 
+def cpu_share_skip(spent_s: float, budget_s: float) -> ReclaimSkip | None:
+    """The skip when another attempt of `budget_s` after `spent_s` within `CPU_WINDOW_S` would pass `CPU_SHARE` of
+    a CPU (None: it would not)."""
+    if spent_s > 0 and spent_s + budget_s > CPU_SHARE * CPU_WINDOW_S:
+        return ReclaimSkip(f"reclaim took {spent_s * 1000:.0f} ms of the last {CPU_WINDOW_S:g} s (at most "
+                           f"{CPU_SHARE:.0%} of one CPU)")
+    return None
+
+
 def another_round(needed_bytes: int, freed_bytes: int, still_needed_bytes: int, elapsed_s: float, budget_s: float,
                   rounds: int) -> bool:
     """Whether an attempt runs another round after one for `needed_bytes` freed `freed_bytes`, the stats still lack
@@ -237,10 +246,8 @@ def reclaim_plan(settings: ReclaimSettings, thresholds: Sequence[Threshold],
     if history.backoff_until_s is not None and now < history.backoff_until_s and not history.once_more:
         return ReclaimSkip(f"backing off after {history.failures} failed reclaim(s) for another "
                            f"{history.backoff_until_s - now:.0f} s", backing_off=True)
-    spent = cpu_spent_s(history, now)
-    if spent > 0 and spent + settings.budget_s > CPU_SHARE * CPU_WINDOW_S:
-        return ReclaimSkip(f"reclaim took {spent * 1000:.0f} ms of the last {CPU_WINDOW_S:g} s (at most "
-                           f"{CPU_SHARE:.0%} of one CPU)")
+    if (busy := cpu_share_skip(cpu_spent_s(history, now), settings.budget_s)) is not None:
+        return busy
     needed = lacking_bytes(counted, observations)
     if needed <= 0:
         return ReclaimSkip("nothing lacks")

@@ -160,6 +160,33 @@ def test_after_the_watch_idled_a_margin_is_not_steady_until_looked_at_again(tmp_
         waiter.close()
 
 
+def test_armed_again_between_its_wake_up_and_its_idling_the_watch_starts_with_no_history(tmp_path: Path) -> None:
+    """The loop may arm the watch before the thread that woke it has idled; the new arming still gets the fast pace."""
+    pods_cgroup(tmp_path, current=400 * MI)
+    watch = memory_watch(CgroupReader(CgroupLayout(2, tmp_path)), interval_s=10.0, monotonic=time.monotonic)
+    signal_loop = watch._signal_loop
+
+    def loop_arms_at_once() -> None:  # the loop's arming lands between the look's wake-up and the thread idling
+        signal_loop()
+        pods_cgroup(tmp_path, current=400 * MI)
+        watch.look_for([target(100 * MI)], time.monotonic())
+
+    try:
+        watch.look_for([target(100 * MI)], time.monotonic())
+        time.sleep(0.6)  # steady
+        watch._signal_loop = loop_arms_at_once  # type: ignore[method-assign]
+        pods_cgroup(tmp_path, current=420 * MI)  # met
+        deadline = time.monotonic() + 5.0
+        while watch.fired == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert watch.fired == 1
+        looks = watch.looks
+        time.sleep(0.2)
+        assert watch.looks - looks >= 4, "a fresh history: the fast pace for a window"
+    finally:
+        watch.close()
+
+
 def test_a_hard_threshold_held_met_is_looked_at_twice_a_second_and_once_released_the_next_crossing_wakes(
         tmp_path: Path) -> None:
     # A cycle found the threshold met (dry-run, nothing evicted); the memory is then given back with no cycle after

@@ -98,12 +98,13 @@ class WatchThread(FdOwner):
                 continue
             period = self._look(armed, generation)
             with self._lock:
+                if period is None:
+                    self._idle()  # even when armed again meanwhile: the new arming starts with no history
+                    if self._generation == generation:
+                        self._armed = None
+                    continue
                 if self._generation != generation:
                     continue  # armed again during the look: start over with what it handed
-                if period is None:
-                    self._armed = None
-                    self._idle()
-                    continue
             self._wait(period)
 
     def _wait(self, timeout_s: float | None) -> None:

@@ -1021,14 +1021,14 @@ def test_psi_registration_on_system_pressure_and_idle_timeout(waiter: Waiter) ->
     causes = waiter.wait(PSI_IDLE_WAIT_S)
     elapsed = time.monotonic() - start
     # /proc/pressure/memory is machine-wide: another process on this machine could really stall for
-    # 150 ms meanwhile. Then firing is right; otherwise the wait must run out quietly. The file's total lags the
-    # trigger's (a trigger fired beside another test's thrash with 59 ms in the file, 233 ms there 0.5 s later;
-    # the test saw "0 us", 1 run in 3 under -n 2): it is read until it shows the stall, for a window at most.
+    # 150 ms meanwhile. Then firing is right; otherwise the wait must run out quietly. The file's total is not the
+    # trigger's: it lags it (59 ms in the file when a trigger fired, 233 ms 0.5 s later) and may stay under the
+    # threshold (47 ms two seconds after a trigger fired beside another test's thrash, under -n 4). So a firing
+    # must be matched by real stall in the file within a window, not by the trigger's whole threshold.
     if causes:
         assert causes == ["psi"]
-        assert wait_until(lambda: some_stall_total_us(SYSTEM_PRESSURE) - stall_before >= PSI_STALL_US,
-                          PSI_WINDOW_US / 1e6), \
-            f"fired with only {some_stall_total_us(SYSTEM_PRESSURE) - stall_before} us of stall"
+        assert wait_until(lambda: some_stall_total_us(SYSTEM_PRESSURE) > stall_before, PSI_WINDOW_US / 1e6), \
+            "fired with no stall at all in /proc/pressure/memory"
     else:
         assert elapsed >= PSI_IDLE_WAIT_S - 0.01
 

@@ -1063,7 +1063,11 @@ class RealCluster:
             self.api.create(f"/api/v1/namespaces/{namespace}/pods", {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "evictd"}},
+                # Not the DaemonSet's selector (app.kubernetes.io/name=evictd): its controller adopts a matching
+                # orphan, then deletes it as a surplus or out-of-date daemon pod, and every token bound to it with
+                # it (a standalone evictd beside the DaemonSet got 401 Unauthorized for a minute).
+                "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "evictd-identity",
+                                                      "app.kubernetes.io/part-of": "evictd"}},
                 "spec": {
                     "nodeName": self.node_name,
                     "hostNetwork": True,

@@ -17,7 +17,8 @@ real kube-apiserver, kubelet v1.36.2 and containerd in the guest, binaries from 
 through the API server with spec.nodeName; --mem-mib 3072 leaves the cluster's ~500 MiB beside a node).
 Protectors: kernel, evictd, evictd-stall, evictd-stall-nogate and systemd-oomd (--kernel psi or --vm qemu only;
 bench/node_survival_oomd.py), evictd-refault, evictd-reclaim (reclaim before evict: cgroup v2 memory.reclaim),
-evictd-daemons-reclaim (reclaim for the daemons: daemonsReclaim: true),
+evictd-daemons-reclaim (reclaim for the daemons: daemonsReclaim: true), evictd-daemons-refault (a hard
+evictd.io/daemons.refault threshold added, EVICTD_ARENA_DAEMONS_REFAULT, 25%),
 earlyoom on both; kubelet-defaults, kubelet-same and kubelet-pid (kubelet-same plus pid.available<25%) on the real
 backend only; evictd-pid (evictd with pid.available<25% added, for the fork-bomb control); evictd-no-minreclaim
 (evictd without the memory.available minimum reclaim); kubelet-same-dryrun (kubelet-same with evictd beside it in
@@ -65,7 +66,7 @@ from node_survival_outcomes import (  # noqa: E402
     markdown_table,
     own_limit_rows,
 )
-from node_survival_pagecache import ACTIVE_FILE_ENV, STALL_PROTECTORS  # noqa: E402
+from node_survival_pagecache import ACTIVE_FILE_ENV, DAEMONS_REFAULT_ENV, STALL_PROTECTORS  # noqa: E402
 from uml_guest import KERNELS, REPO, GuestRun, Kernel  # noqa: E402
 
 GUEST_MEM_MIB = 2560
@@ -114,8 +115,9 @@ def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: S
     args = ["--backend", backend, "--protectors", ",".join(protectors), "--workloads", ",".join(workloads),
             "--runs", str(runs), "--start-available-mib", str(start_available_mib),
             "--run-timeout-s", str(run_timeout_s), "--kernel-label", label.replace(" ", "_")]
-    # The active-file reader's file size, when given (bench/node_survival_pagecache.py, ACTIVE_FILE_MIB).
-    env: dict[str, str] = {name: os.environ[name] for name in (ACTIVE_FILE_ENV,) if name in os.environ}
+    # The active-file reader's file size and the daemons refault share, when given (bench/node_survival_pagecache.py).
+    env: dict[str, str] = {name: os.environ[name] for name in (ACTIVE_FILE_ENV, DAEMONS_REFAULT_ENV)
+                           if name in os.environ}
     node_setup = ""
     if backend == "real":
         # What a kubelet needs of the guest (tests/uml/guest-node.sh), the kube binaries (fails here, saying how

@@ -102,6 +102,7 @@ from node_survival_outcomes import (
 )
 from node_survival_pagecache import (
     DAEMONS_RECLAIM_PROTECTOR,
+    DAEMONS_REFAULT_PROTECTOR,
     STALL_PROTECTORS,
     kubelet_argv,
     psi_totals,
@@ -186,7 +187,11 @@ def evictd_documents(work: Path, backend: Any, protector: str = "evictd") -> tup
     kubelet, evictd = shipped_documents()
     evictd.update({"stateDir": str(work / "state"), "kubeletRootDir": str(work / "kubelet"),
                    "podLogsDir": str(work / "pod-logs"), "imageFsPath": str(work), "containerFsPath": str(work)})
-    evictd.update(stall_maps(protector))
+    if protector == DAEMONS_REFAULT_PROTECTOR:
+        for key, value in stall_maps(protector).items():
+            evictd[key] = {**evictd.get(key, {}), **value}
+    else:
+        evictd.update(stall_maps(protector))
     evictd.update(reclaim_settings(protector))
     if protector == EVICTD_NO_MIN_RECLAIM:
         kubelet.get("evictionMinimumReclaim", {}).pop("memory.available", None)
@@ -210,7 +215,8 @@ class Protector:
         self.evictd: EvictdProcess | None = None
         self.earlyoom: subprocess.Popen[bytes] | None = None
         self.oomd = OomdProcess.for_run(work) if name == OOMD else None
-        if name in ("evictd", "evictd-refault", "evictd-reclaim", DAEMONS_RECLAIM_PROTECTOR, *STALL_PROTECTORS,
+        if name in ("evictd", "evictd-refault", "evictd-reclaim", DAEMONS_RECLAIM_PROTECTOR, DAEMONS_REFAULT_PROTECTOR,
+                    *STALL_PROTECTORS,
                     EVICTD_PID, EVICTD_NO_MIN_RECLAIM, KUBELET_SAME_BESIDE_DRY_RUN):
             kubelet, evictd = evictd_documents(work, backend, name)
             wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + EVICTD_PRIORITIES, "sh")

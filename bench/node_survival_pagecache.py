@@ -95,6 +95,11 @@ REFAULT_MAPS: dict[str, dict[str, str]] = {
     "stallEvictionSoft": {"evictd.io/memory.refault": "1%"},
     "stallEvictionSoftGracePeriod": {"evictd.io/memory.refault": "30s"},
 }
+DAEMONS_REFAULT_PROTECTOR = "evictd-daemons-refault"
+# evictd as shipped plus a hard daemons refault threshold (issue 74's candidate without PSI; docs/configuration.md,
+# "The daemons refault signal"); EVICTD_ARENA_DAEMONS_REFAULT sets its share (25% and 50% ran on qemu psi=0).
+DAEMONS_REFAULT_ENV = "EVICTD_ARENA_DAEMONS_REFAULT"
+DAEMONS_REFAULT_SHARE = os.environ.get(DAEMONS_REFAULT_ENV, "25%")
 RECLAIM_PROTECTOR = "evictd-reclaim"
 # evictd as shipped plus reclaim before evict (issue 41; docs/configuration.md): its default budget.
 RECLAIM_SETTINGS: dict[str, object] = {"memoryReclaimBeforeEviction": True}
@@ -294,6 +299,8 @@ def stall_maps(protector: str, psi: Path = Path("/proc/pressure/memory")) -> dic
     the two PSI ones on a kernel without PSI (no `psi` file), which evictd would run without its stall signal."""
     if protector == REFAULT_PROTECTOR:
         return {key: dict(value) for key, value in REFAULT_MAPS.items()}
+    if protector == DAEMONS_REFAULT_PROTECTOR:  # added to the shipped maps (evictd_documents merges it)
+        return {"stallEvictionHard": {"evictd.io/daemons.refault": DAEMONS_REFAULT_SHARE}}
     if protector not in STALL_PROTECTORS:
         return {}
     if not psi.exists():

@@ -18,17 +18,19 @@ from evictd.core.engine import EngineConfig, EngineState, ReclaimThenEvict
 from evictd.core.errors import SampleError
 from evictd.core.fs_layout import FsLayout
 from evictd.core.kubelet_config import EvictionSettings
-from evictd.core.memory_reclaim import BESTEFFORT, PODS, CacheHolder, ReclaimPlan
+from evictd.core.memory_reclaim import BESTEFFORT, PODS, CacheHolder, ReclaimPlan, ReclaimSettings
 from evictd.core.protections import Protection, State, protections
 from evictd.core.summary import SYSTEM_CONTAINER_DAEMONS
 from evictd.core.thresholds import parse_stall_thresholds
 from evictd.cycle.daemons_reclaim import DaemonsReclaimStep
 from evictd.cycle.manager import DAEMONS_VERDICT_AWAITED, EvictionManager
+from evictd.cycle.reclaim_first import MemoryReclaimStep
 from evictd.cycle.report import CycleReport
 from evictd.observe.cycle_logging import CycleLogger
 from evictd.observe.metrics import Metrics
 from log_capture import LogCapture
 from test_manager import Evictor, Layout, Pods, Reclaimer, Stats
+from test_memory_reclaim import FakeReclaimer as ActiveCache
 
 MiB = 1 << 20
 BACKUP = pod("backup", priority=0)  # BestEffort, streaming a file: its page cache pushes the daemons out
@@ -38,11 +40,11 @@ USAGE = 200 * Mi
 ONE_PERCENT = 2 * Mi
 
 
-def node(second: float, *, refaulted: int) -> dict[str, Any]:
-    """A Summary at `second`: plenty of memory.available (no kubelet threshold near), the daemons having re-read
+def node(second: float, *, refaulted: int, available: int = 5 * Gi) -> dict[str, Any]:
+    """A Summary at `second`: `available` (by default plenty: no kubelet threshold near), the daemons having re-read
     `refaulted` bytes since their cgroup was made; the hog grows 16 MiB a second (a stall eviction's candidate)."""
     stats = [pod_stats(BACKUP, memory=100 * Mi), pod_stats(HOG, memory=1 * Gi + int(second) * 16 * Mi)]
-    document = summary(memory=5 * Gi, memory_ws=20 * Gi, time=stamp(int(second)), pods=stats)
+    document = summary(memory=available, memory_ws=20 * Gi, time=stamp(int(second)), pods=stats)
     document["node"]["systemContainers"] = [{"name": SYSTEM_CONTAINER_DAEMONS, "memory": {
         "time": stamp(int(second)), "usageBytes": USAGE, "reclaim": {"refaultFileBytes": refaulted}}}]
     return document
@@ -165,6 +167,26 @@ def test_a_daemons_refault_eviction_waits_for_the_verdict_then_goes_ahead() -> N
     assert after.daemons_reclaim is not None and after.daemons_reclaim.verdict is not None
     assert not after.daemons_reclaim.verdict.helped
     assert [eviction.pod.name for eviction in evictor.calls] == ["hog"]
+
+
+def test_in_a_cycle_where_reclaim_before_evict_acts_the_daemons_reclaim_waits() -> None:
+    """One reclaim a cycle: with memory.available met, reclaim before evict alone drops page cache, so the re-reads
+    the daemons' reclaim would bring are not charged to it. In an arena run both reclaimed in one cycle, reclaim
+    before evict was judged a failure on the stream's re-reads and backed off, and the next crossing evicted the
+    streaming pod and then, minimum reclaim unmet, the Guaranteed pod (docs/configuration.md)."""
+    evictor, fake, clock = Evictor(), FakeReclaimer(cache_mib=900), ManualClock()
+    stats = Stats(node(0, refaulted=Gi), node(2, refaulted=Gi + 60 * ONE_PERCENT, available=50 * Mi),
+                  node(2, refaulted=Gi + 60 * ONE_PERCENT, available=50 * Mi + 200 * Mi))  # after the reclaim
+    manager = daemons_manager(stats, fake, clock, evictor)
+    before_evict = ActiveCache(cache_mib=900)  # reclaim before evict drops active page cache
+    manager._memory_reclaim = MemoryReclaimStep(ReclaimSettings(enabled=True), before_evict,  # type: ignore[arg-type]
+                                                clock.monotonic)
+    _, met = run(manager, clock, [0.0, 2.0])
+    assert [str(status.threshold.signal) for status in met.decided.assessment.thresholds] == ["memory.available"]
+    assert met.daemons_reclaim is not None and not met.daemons_reclaim.attempted
+    assert met.daemons_reclaim.skipped == "reclaim before evict acts on a memory threshold this cycle"
+    assert fake.plans == [] and len(before_evict.plans) == 1
+    assert met.acted.reclaim_succeeded and evictor.calls == []
 
 
 def test_a_failed_write_is_reported_and_judged_as_any_attempt() -> None:

@@ -18,6 +18,7 @@ from evictd.core.daemons_reclaim import (
     DaemonsReclaimSettings,
     after_attempt,
     daemons_reclaim_plan,
+    daemons_reclaim_skip,
     judged,
     pods_file_bytes,
 )
@@ -182,6 +183,15 @@ def test_under_the_trigger_after_is_help_whatever_the_share() -> None:
     history = after_attempt(DaemonsReclaimHistory(), attempt(before_percent=11))
     _, verdict = judged(history, figure(9), NOW + JUDGE_AFTER_S)
     assert verdict is not None and verdict.helped
+
+
+def test_not_in_a_cycle_where_reclaim_before_evict_acts_and_at_once_in_the_next() -> None:
+    history = DaemonsReclaimHistory()
+    assert skipped(daemons_reclaim_skip(ON, figure(90), history, NOW, memory_reclaim_acts=True)) == \
+        "reclaim before evict acts on a memory threshold this cycle"
+    assert daemons_reclaim_skip(ON, figure(90), history, NOW + 1) is None
+    assert "under 10%" in skipped(daemons_reclaim_skip(ON, figure(5), history, NOW, memory_reclaim_acts=True)), \
+        "the figure is told first: under the trigger the rule had nothing to do anyway"
 
 
 def test_no_second_attempt_while_one_awaits_its_verdict() -> None:

@@ -93,6 +93,8 @@ from node_survival_ownlimit import (
 )
 from node_survival_pagecache import (
     DAEMONS_RECLAIM_PROTECTOR,
+    DAEMONS_REFAULT_PROTECTOR,
+    DAEMONS_REFAULT_SHARE,
     THRASH_DAEMON_MIB,
     THRASH_KUBELET_MIB,
     FilePodSpec,
@@ -657,6 +659,16 @@ def test_evictd_beside_the_kubelet_in_dry_run_is_the_shipped_evictd_acting_on_no
     _, shipped = evictd_documents(tmp_path, NoBackend(), "evictd")
     _, beside = evictd_documents(tmp_path, NoBackend(), KUBELET_SAME_BESIDE_DRY_RUN)
     assert yaml.safe_load(beside) == {**yaml.safe_load(shipped), "dryRun": True}
+
+
+def test_evictd_daemons_refault_is_the_shipped_evictd_with_one_hard_daemons_threshold_added(tmp_path: Path) -> None:
+    _, shipped = evictd_documents(tmp_path, NoBackend(), "evictd")
+    _, added = evictd_documents(tmp_path, NoBackend(), DAEMONS_REFAULT_PROTECTOR)
+    shipped_doc, added_doc = yaml.safe_load(shipped), yaml.safe_load(added)
+    assert added_doc["stallEvictionHard"] == {**shipped_doc["stallEvictionHard"],
+                                              "evictd.io/daemons.refault": DAEMONS_REFAULT_SHARE}
+    assert {k: v for k, v in added_doc.items() if k != "stallEvictionHard"} == {
+        k: v for k, v in shipped_doc.items() if k != "stallEvictionHard"}
 
 
 def test_kubelet_pid_is_kubelet_same_with_evictd_pids_threshold() -> None:

@@ -160,10 +160,11 @@ def after_attempt(history: DaemonsReclaimHistory, attempt: DaemonsAttempt) -> Da
 
 
 def daemons_reclaim_skip(settings: DaemonsReclaimSettings, figure: RefaultFigure | None,
-                         history: DaemonsReclaimHistory, now: float) -> ReclaimSkip | None:
+                         history: DaemonsReclaimHistory, now: float, *,
+                         memory_reclaim_acts: bool = False) -> ReclaimSkip | None:
     """Why the rule does not reclaim at `now` before the pods' page cache is read (None: read it and plan), cheapest
-    check first: off, unavailable, the figure unknown or under the trigger, an attempt awaiting its verdict, the
-    back-off, the CPU share, the minute's cap."""
+    check first: off, unavailable, the figure unknown or under the trigger, reclaim before evict acting this cycle
+    (`memory_reclaim_acts`), an attempt awaiting its verdict, the back-off, the CPU share, the minute's cap."""
     if not settings.enabled:
         return ReclaimSkip("reclaim for the daemons is off")
     if settings.unavailable is not None:
@@ -174,6 +175,8 @@ def daemons_reclaim_skip(settings: DaemonsReclaimSettings, figure: RefaultFigure
     if share < TRIGGER_BASIS_POINTS:
         return ReclaimSkip(f"the daemons re-read {share / 100:.2f}% of their memory, under "
                            f"{TRIGGER_BASIS_POINTS / 100:g}%")
+    if memory_reclaim_acts:  # one reclaim a cycle: the refaults it brings are charged to reclaim before evict
+        return ReclaimSkip("reclaim before evict acts on a memory threshold this cycle")
     if history.pending is not None:
         return ReclaimSkip("the last reclaim for the daemons awaits its verdict")
     if history.backoff_until_s is not None and now < history.backoff_until_s:

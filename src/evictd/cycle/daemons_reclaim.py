@@ -44,14 +44,16 @@ class DaemonsReclaimStep:
         """Whether an attempt awaits its verdict: a daemons refault eviction waits for it."""
         return self.history.pending is not None
 
-    def run(self, figure: RefaultFigure | None, now: float) -> DaemonsReclaimUse | None:
+    def run(self, figure: RefaultFigure | None, now: float, *, memory_reclaim_acts: bool = False
+            ) -> DaemonsReclaimUse | None:
         """Judge the last attempt on `figure` (the daemons', read this cycle; None: unknown) and reclaim if the rule
-        says so at `now`; None when the rule is off or the node cannot now (cgroup v1, no memory.reclaim, dry-run)."""
+        says so at `now` (not when reclaim before evict acts this cycle: `memory_reclaim_acts`); None when the rule is
+        off or the node cannot now (cgroup v1, no memory.reclaim, dry-run)."""
         if not self.settings.enabled or self.settings.unavailable is not None or self._reclaimer.unavailable():
             return None
         self.history, verdict = judged(self.history, figure, now)
         before = None if figure is None else figure.refaulted_basis_points
-        skip = daemons_reclaim_skip(self.settings, figure, self.history, now)
+        skip = daemons_reclaim_skip(self.settings, figure, self.history, now, memory_reclaim_acts=memory_reclaim_acts)
         if skip is None:
             try:
                 holders: Sequence[CacheHolder] = self._reclaimer.holders()

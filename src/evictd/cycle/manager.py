@@ -41,6 +41,7 @@ from evictd.core.engine import (
 from evictd.core.errors import EvictdError
 from evictd.core.eviction_api import EvictionApiRound
 from evictd.core.fs_layout import FsLayout, ReclaimAction
+from evictd.core.memory_reclaim import reclaimable
 from evictd.core.pods import Pod
 from evictd.core.settled import (
     SETTLING_READ_EVERY_S,
@@ -235,7 +236,9 @@ class EvictionManager:
         if summary is None:  # assess skipped the cycle (stats unavailable)
             return seen
         if self._daemons_reclaim is not None:  # before any eviction, whatever the thresholds
-            seen = replace(seen, daemons_reclaim=self._daemons_reclaim.run(self.state.stall_gate.daemons_refault, now))
+            seen = replace(seen, daemons_reclaim=self._daemons_reclaim.run(
+                self.state.stall_gate.daemons_refault, now,
+                memory_reclaim_acts=self._memory_reclaim_acts(assessment.next_step)))
         match assessment.next_step:
             case Skipped() | NoneStarved():
                 return seen
@@ -246,6 +249,12 @@ class EvictionManager:
                 return replace(seen, decided=replace(seen.decided, withheld=DAEMONS_VERDICT_AWAITED))
             case ReclaimThenEvict() as step:
                 return self._reclaim_then_evict(seen, step, summary, api_evicted, terminating)
+
+    def _memory_reclaim_acts(self, step: object) -> bool:
+        """Whether reclaim before evict will reclaim this cycle: on, and `step` evicts for a signal that counts page
+        cache."""
+        return (self._memory_reclaim is not None and isinstance(step, ReclaimThenEvict)
+                and bool(reclaimable(step.thresholds)))
 
     def _awaits_daemons_verdict(self, step: ReclaimThenEvict) -> bool:
         """Whether a daemons refault eviction waits: a reclaim for the daemons awaits its verdict (one cycle or two:

@@ -80,6 +80,9 @@ class MemcgNotifierSet:
         self._pending: dict[tuple[int, Watch], Registration | None] = {}
         self._failures: list[NotifierFailure] = []
         self._polling = False  # the loop polls `recheck` (set by the loop, read by the thread)
+        # Held while the thread wakes the set and while the loop takes what it registered: a wake-up for registrations
+        # the loop already took would reach the Waiter as a spurious `memcg_rearm`.
+        self._handoff = threading.Lock()
         self.cause = Wake.MEMCG
         self.description = "memory eviction thresholds"
         # Started here: a thread started at a later re-arm would start on the loop's path, at a moment nobody chose.
@@ -248,14 +251,15 @@ class MemcgNotifierSet:
         `acknowledge` (a wake-up of the set), whether the thread had woken it (a wake-up with nothing else is not a
         firing). The eventfd is read only then or with something to take: not a syscall a `recheck_s` step."""
         taken = False
-        if self._epoll is not None and (acknowledge or not self._done.empty()):
-            with contextlib.suppress(OSError):
-                taken = os.eventfd_read(self._done_fd) > 0
-        while True:
-            try:
-                registered = self._done.get_nowait()
-            except queue.Empty:
-                return taken
+        handed: list[Registered] = []
+        with self._handoff:
+            if self._epoll is not None and (acknowledge or not self._done.empty()):
+                with contextlib.suppress(OSError):
+                    taken = os.eventfd_read(self._done_fd) > 0
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    handed.append(self._done.get_nowait())
+        for registered in handed:
             taken = True
             registration = registered[0]
             failure = self._place(registered)
@@ -268,6 +272,7 @@ class MemcgNotifierSet:
                 self._model = memcg_registered(self._model, registration.index)  # the kernel watches the newest
             if failure is not None:
                 self._failures.append(failure)
+        return taken
 
     def _rearm(self) -> None:
         """Register each job and hand it back; wake the set once the jobs asked together are done (a firing asks for
@@ -278,9 +283,10 @@ class MemcgNotifierSet:
             with contextlib.suppress(queue.Empty):
                 job = self._jobs.get_nowait()
                 continue
-            if not self._polling:
-                with contextlib.suppress(OSError):  # closed meanwhile: `close` closes what it registered
-                    os.eventfd_write(self._done_fd, 1)
+            with self._handoff:  # not for what the loop took meanwhile
+                if not self._polling and not self._done.empty():
+                    with contextlib.suppress(OSError):  # closed meanwhile: `close` closes what it registered
+                        os.eventfd_write(self._done_fd, 1)
             job = self._jobs.get()
 
     def close(self) -> None:

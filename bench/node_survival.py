@@ -66,7 +66,12 @@ from node_survival_outcomes import (  # noqa: E402
     markdown_table,
     own_limit_rows,
 )
-from node_survival_pagecache import ACTIVE_FILE_ENV, DAEMONS_REFAULT_ENV, STALL_PROTECTORS  # noqa: E402
+from node_survival_pagecache import (  # noqa: E402
+    ACTIVE_FILE_ENV,
+    DAEMONS_REFAULT_ENV,
+    STALL_PROTECTORS,
+    TRACE_ENV,
+)
 from uml_guest import KERNELS, REPO, GuestRun, Kernel  # noqa: E402
 
 GUEST_MEM_MIB = 2560
@@ -116,7 +121,7 @@ def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: S
             "--runs", str(runs), "--start-available-mib", str(start_available_mib),
             "--run-timeout-s", str(run_timeout_s), "--kernel-label", label.replace(" ", "_")]
     # The active-file reader's file size and the daemons refault share, when given (bench/node_survival_pagecache.py).
-    env: dict[str, str] = {name: os.environ[name] for name in (ACTIVE_FILE_ENV, DAEMONS_REFAULT_ENV)
+    env: dict[str, str] = {name: os.environ[name] for name in (ACTIVE_FILE_ENV, DAEMONS_REFAULT_ENV, TRACE_ENV)
                            if name in os.environ}
     node_setup = ""
     if backend == "real":

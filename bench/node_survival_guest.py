@@ -104,6 +104,7 @@ from node_survival_pagecache import (
     DAEMONS_RECLAIM_PROTECTOR,
     DAEMONS_REFAULT_PROTECTOR,
     STALL_PROTECTORS,
+    TRACE_ENV,
     kubelet_argv,
     psi_totals,
     reclaim_settings,
@@ -142,6 +143,34 @@ EVICTD_OOM_SCORE_ADJ = -999  # deploy/systemd/evictd.service OOMScoreAdjust=
 EVICTD_PRIORITIES = "exec nice -n -5 ionice -c 2 -n 0 \"$@\""
 EARLYOOM_ARGS = ("-r", "3600")  # Debian's /etc/default/earlyoom
 EARLYOOM_MEMORY_MAX = 50 * MiB  # Debian's earlyoom.service MemoryMax=
+
+
+# EVICTD_ARENA_TRACE=1: each run also writes trace-<run>.json to $UML_OUT, the kernel counters a node without PSI
+# gives (node and system.slice) every SAMPLE_PERIOD_S and the heartbeats, to see when a stall begins against them.
+TRACE = os.environ.get(TRACE_ENV) == "1"
+TRACE_VMSTAT = ("pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd", "pgsteal_direct", "workingset_refault_file",
+                "workingset_activate_file", "workingset_restore_file", "pgmajfault", "pgpgin", "allocstall_normal",
+                "allocstall_movable")
+TRACE_CGROUP = ("workingset_refault_file", "workingset_activate_file", "workingset_restore_file", "pgmajfault",
+                "file", "active_file", "inactive_file", "anon")
+
+
+def trace_counters() -> dict[str, int]:
+    """The node's /proc/vmstat and system.slice's and kubepods' memory.stat counters of TRACE_*, plus MemAvailable."""
+    figures: dict[str, int] = {}
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        key, value = line.split()
+        if key in TRACE_VMSTAT:
+            figures[key] = int(value)
+    for prefix, cgroup in (("sys.", "system.slice"), ("pods.", "kubepods")):
+        path = CGROUP / cgroup / "memory.stat"
+        if path.exists():
+            for line in path.read_text().splitlines():
+                key, value = line.split()
+                if key in TRACE_CGROUP:
+                    figures[prefix + key] = int(value)
+    figures["MemAvailable"] = meminfo()["MemAvailable"]
+    return figures
 
 
 def proc_stat(pid: int) -> dict[str, float]:
@@ -298,6 +327,7 @@ class Sampler:
         self.last_seen: dict[str, dict[str, Any]] = {}
         self._listed_once = False
         self.errors: list[str] = []
+        self.trace: list[tuple[float, dict[str, int]]] = []
         self.stopping = threading.Event()
         self._threads = [threading.Thread(target=self._loop, args=(self.sample_kernel,), daemon=True),
                          threading.Thread(target=self._loop, args=(self.sample_api,), daemon=True)]
@@ -324,6 +354,8 @@ class Sampler:
         self.memory.append((now, info["MemAvailable"]))
         self.signal.append((now, info["MemTotal"] - root_working_set()))  # the kubelet's memory.available
         self.cgroups.append((now, {name: pod_cgroup_figures(pod) for name, pod in self.pods.items()}))
+        if TRACE:
+            self.trace.append((now, trace_counters()))
 
     def sample_api(self) -> None:
         now = time.monotonic()
@@ -502,6 +534,10 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
         kubelet_beat.wait()
     kubelet_beat_times = ([float(x) for x in kubelet_beats.read_text().split()] if kubelet_beats.exists()
                           else [])
+    if TRACE:
+        (Path(os.environ["UML_OUT"]) / f"trace-{namespace}.json").write_text(json.dumps({
+            "started": started, "ended": ended, "samples": sampler.trace, "beats": beats,
+            "kubeletBeats": kubelet_beat_times, "evictions": list(sampler.evictions.values())}))
     final = sampler.cgroups[-1][1] if sampler.cgroups else {}
     exits = {name: backend.exit_code(pod) for name, pod in pods.items()}
     terminated = {name: container_termination(sampler.last_seen.get(name)) for name in pods}

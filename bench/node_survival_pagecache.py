@@ -100,6 +100,8 @@ DAEMONS_REFAULT_PROTECTOR = "evictd-daemons-refault"
 # "The daemons refault signal"); EVICTD_ARENA_DAEMONS_REFAULT sets its share (25% and 50% ran on qemu psi=0).
 DAEMONS_REFAULT_ENV = "EVICTD_ARENA_DAEMONS_REFAULT"
 DAEMONS_REFAULT_SHARE = os.environ.get(DAEMONS_REFAULT_ENV, "25%")
+# "1": each run writes its kernel counters and heartbeats to trace-<run>.json (bench/node_survival_guest.py).
+TRACE_ENV = "EVICTD_ARENA_TRACE"
 RECLAIM_PROTECTOR = "evictd-reclaim"
 # evictd as shipped plus reclaim before evict (issue 41; docs/configuration.md): its default budget.
 RECLAIM_SETTINGS: dict[str, object] = {"memoryReclaimBeforeEviction": True}

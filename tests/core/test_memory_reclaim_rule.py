@@ -21,6 +21,7 @@ from evictd.core.memory_reclaim import (
     ReclaimSkip,
     ReclaimTarget,
     after_attempt,
+    answered,
     backoff_s,
     cleared,
     cpu_spent_s,
@@ -253,6 +254,20 @@ def test_the_amount_is_the_largest_need_of_the_thresholds_to_evict_for() -> None
     plan = reclaim_plan(ON, [threshold(), soft], {Signal.MEMORY_AVAILABLE: observed(150)}, holders(besteffort=900),
                         ReclaimHistory(), NOW)
     assert isinstance(plan, ReclaimPlan) and plan.needed_bytes == 450 * MiB
+
+
+def test_a_step_with_the_kubelets_threshold_beside_a_stall_one_reclaims_for_the_kubelets() -> None:
+    """The engine evicts for the kubelet's threshold where one is met; the stall one waits for the next cycle. So a
+    reclaim answers the kubelet's alone (the arena's backup stream: `memory.available<200Mi` met beside a daemons
+    refault threshold that had no candidate evicted the streaming pod without the reclaim that would have cleared
+    it, 3 runs of 3)."""
+    daemons = threshold(Signal.DAEMONS_REFAULT, value="1000")
+    stall = threshold(Signal.MEMORY_STALL_SOME, value="20")
+    assert answered([daemons, threshold(), stall]) == [threshold()]
+    assert answered([stall, daemons]) == [stall, daemons], "a stall step alone: all of it, so the plan skips"
+    plan = reclaim_plan(ON, answered([threshold(), daemons]), {Signal.MEMORY_AVAILABLE: observed(150)},
+                        holders(besteffort=900), ReclaimHistory(), NOW)
+    assert isinstance(plan, ReclaimPlan) and plan.needed_bytes == 150 * MiB
 
 
 def test_a_stall_threshold_to_evict_for_too_skips() -> None:

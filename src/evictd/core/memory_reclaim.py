@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from evictd.core.signals import Signal
+from evictd.core.signals import Signal, spec_of
 from evictd.core.summary import Observation
 from evictd.core.thresholds import Threshold, threshold_quantity, thresholds_met
 
@@ -214,6 +214,14 @@ def another_round(needed_bytes: int, freed_bytes: int, still_needed_bytes: int, 
     need (what lacks is growth), the shortfall shrank, budget is left and fewer than `MAX_ROUNDS` ran."""
     return (0 < still_needed_bytes < needed_bytes <= freed_bytes and elapsed_s < budget_s
             and rounds < MAX_ROUNDS)
+
+
+def answered(thresholds: Sequence[Threshold]) -> list[Threshold]:
+    """The thresholds of a step a reclaim before evict answers: the kubelet's among them where there are any (a
+    stall-family one acts only where none of them does, `evictd.core.engine`: it waits for the next cycle, on the
+    figures the reclaim left), else all of them."""
+    kubelets = [threshold for threshold in thresholds if not spec_of(threshold.signal).stall_family]
+    return kubelets or list(thresholds)
 
 
 def reclaimable(thresholds: Sequence[Threshold]) -> list[Threshold]:

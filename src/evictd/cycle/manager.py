@@ -41,7 +41,7 @@ from evictd.core.engine import (
 from evictd.core.errors import EvictdError
 from evictd.core.eviction_api import EvictionApiRound
 from evictd.core.fs_layout import FsLayout, ReclaimAction
-from evictd.core.memory_reclaim import reclaimable
+from evictd.core.memory_reclaim import answered, reclaimable
 from evictd.core.pods import Pod
 from evictd.core.settled import (
     SETTLING_READ_EVERY_S,
@@ -254,7 +254,7 @@ class EvictionManager:
         """Whether reclaim before evict will reclaim this cycle: on, and `step` evicts for a signal that counts page
         cache."""
         return (self._memory_reclaim is not None and isinstance(step, ReclaimThenEvict)
-                and bool(reclaimable(step.thresholds)))
+                and bool(reclaimable(answered(step.thresholds))))
 
     def _awaits_daemons_verdict(self, step: ReclaimThenEvict) -> bool:
         """Whether a daemons refault eviction waits: a reclaim for the daemons awaits its verdict (one cycle or two:
@@ -358,7 +358,7 @@ class EvictionManager:
         memory, after, succeeded = None, None, None
         if self._memory_reclaim is not None and spec_of(step.threshold.signal).is_memory:  # reclaim before evict
             memory, after, succeeded = self._memory_reclaim.run(
-                step.thresholds, seen.decided.assessment.observations, summary, seen.now,
+                answered(step.thresholds), seen.decided.assessment.observations, summary, seen.now,
                 lambda: self._read_again(observed.pods, errors, "after resource reclaim"))
         reclaim = (*reclaim, memory.result) if memory is not None and memory.result is not None else reclaim
         if step.actions:

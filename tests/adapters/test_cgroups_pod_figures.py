@@ -46,19 +46,19 @@ def pod_figures(reader: CgroupReader, cgroup: str) -> PodFigures:
     return figures
 
 
-def as_before(reader: CgroupReader, cgroup: str) -> tuple[int, int, int | tuple[str, str]]:
+def as_before(reader: CgroupReader, cgroup: str) -> tuple[int, int, int | tuple[str, str], int | None]:
     """What the cycle took before `pod_figures`: `memory`, then `process_count` (its error as source, reason)."""
     reading = reader.memory(cgroup)
     try:
         count: int | tuple[str, str] = reader.process_count(cgroup)
     except SampleError as exc:
         count = (exc.source, exc.reason)
-    return reading.usage_bytes, reading.working_set_bytes, count
+    return reading.usage_bytes, reading.working_set_bytes, count, reading.anon_bytes
 
 
-def figures(reader: CgroupReader, cgroup: str) -> tuple[int, int, int | tuple[str, str]]:
-    usage, working_set, count = pod_figures(reader, cgroup)
-    return usage, working_set, (count.source, count.reason) if isinstance(count, SampleError) else count
+def figures(reader: CgroupReader, cgroup: str) -> tuple[int, int, int | tuple[str, str], int | None]:
+    usage, working_set, count, anon = pod_figures(reader, cgroup)
+    return usage, working_set, (count.source, count.reason) if isinstance(count, SampleError) else count, anon
 
 
 @pytest.mark.parametrize("tree", TREES, ids=[tree.name for tree in TREES])
@@ -134,7 +134,7 @@ def test_a_file_changed_between_cycles_is_read_anew(tmp_path: Path, kept: bool, 
     folder = root / "memory" / V1_POD
     (folder / "memory.usage_in_bytes").write_text(f"{before[0] + 4096}\n")  # same inode, rewritten in place
     (root / "pids" / V1_POD / "pids.current").write_text("42\n")
-    assert pod_figures(reader, V1_POD) == (before[0] + 4096, before[1] + 4096, 42)
+    assert pod_figures(reader, V1_POD) == (before[0] + 4096, before[1] + 4096, 42, before[3])
     reader.close()
 
 
@@ -153,15 +153,16 @@ def test_many_pods_figures_in_batches_are_each_pods_own_errors_included(
 
     def alone(cgroup: str) -> object:
         try:
-            usage, working_set, count = pod_figures(CgroupReader(tree.layout(root)), cgroup)
+            usage, working_set, count, anon = pod_figures(CgroupReader(tree.layout(root)), cgroup)
         except SampleError as exc:
             return "raises", exc.source, exc.reason
-        return usage, working_set, (count.source, count.reason) if isinstance(count, SampleError) else count
+        return usage, working_set, (count.source, count.reason) if isinstance(count, SampleError) else count, anon
 
     reader = reader_of(tree.layout(root), listed)
     for _ in range(2):  # opening the descriptors, then through those kept
         got = [("raises", one.source, one.reason) if isinstance(one, SampleError)
-               else (*one[:2], (one[2].source, one[2].reason) if isinstance(one[2], SampleError) else one[2])
+               else (*one[:2], (one[2].source, one[2].reason) if isinstance(one[2], SampleError) else one[2],
+                     one[3])
                for one in reader.pod_figures_many(cgroups)]
         assert got == [alone(cgroup) for cgroup in cgroups]
     assert got[1][0] == "raises" and isinstance(got[2][2], tuple) and isinstance(got[0][2], int)

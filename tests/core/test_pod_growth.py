@@ -1,5 +1,5 @@
 """Which pods a stall-family eviction may take (`evictd.core.pod_growth`): grown by POD_GROWTH_MIN_BYTES within the
-window (working set, and usage where read), since the last eviction after one, and under pressure themselves where
+window (working set, and usage and anonymous memory where read), since the last eviction after one, and under pressure themselves where
 their pressure is read. Tables on plain numbers."""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ STEP = POD_GROWTH_MIN_BYTES
 
 
 def stats(uid: str, working_set: int, usage: int | None = None, some: float | None = None,
-          recent: float | None = None) -> PodStats:
+          recent: float | None = None, anon: int | None = None) -> PodStats:
     psi = None if some is None else PsiStats(PsiData(1, some, 0.0, 0.0, recent), PsiData(0, 0.0, 0.0, 0.0))
     return PodStats(PodReference(uid, "default", uid), MemoryStats(usage_bytes=usage, working_set_bytes=working_set,
-                                                                  psi=psi))
+                                                                  rss_bytes=anon, psi=psi))
 
 
 @pytest.mark.parametrize(("before", "now", "expected"), [
@@ -39,7 +39,32 @@ def stats(uid: str, working_set: int, usage: int | None = None, some: float | No
     pytest.param((200 * MiB, 100 * MiB), (None, 100 * MiB + STEP), True, id="usage-unread-working-set-decides"),
 ])
 def test_grew(before: tuple[int | None, int], now: tuple[int | None, int], expected: bool) -> None:
-    assert grew((*before, None), (*now, None)) is expected
+    assert grew((*before, None, None), (*now, None, None)) is expected
+
+
+@pytest.mark.parametrize(("anon_before", "anon_now", "expected"), [
+    # A leak: its anonymous memory grew with its working set and usage.
+    pytest.param(50 * MiB, 50 * MiB + STEP, True, id="anonymous-grew"),
+    # A stream whose active page cache grew: working set and usage grew, its anonymous memory did not.
+    pytest.param(50 * MiB, 50 * MiB + STEP - 1, False, id="page-cache-grew-not-the-pod-to-pay"),
+    pytest.param(None, 50 * MiB, True, id="anonymous-unread-before"),
+    pytest.param(50 * MiB, None, True, id="anonymous-unread-now"),
+])
+def test_growth_that_is_page_cache_does_not_count(anon_before: int | None, anon_now: int | None,
+                                                  expected: bool) -> None:
+    before = (200 * MiB, 100 * MiB, None, anon_before)
+    now = (200 * MiB + 4 * STEP, 100 * MiB + 4 * STEP, None, anon_now)
+    assert grew(before, now) is expected
+
+
+def test_a_stream_beside_a_leak_only_the_leak_is_a_candidate() -> None:
+    """Both grew in working set and usage; only the leak in anonymous memory."""
+    base = Summary(pods=(stats("stream", 100 * MiB, 150 * MiB, anon=10 * MiB),
+                         stats("leak", 100 * MiB, 150 * MiB, anon=90 * MiB)))
+    later = Summary(pods=(stats("stream", 100 * MiB + 5 * STEP, 150 * MiB + 5 * STEP, anon=10 * MiB),
+                          stats("leak", 100 * MiB + 5 * STEP, 150 * MiB + 5 * STEP, anon=90 * MiB + 5 * STEP)))
+    snapshots = next_snapshots(next_snapshots((), base, 0.0), later, 5.0)
+    assert stall_candidates(snapshots, later, None) == frozenset({"leak"})
 
 
 @pytest.mark.parametrize(("some", "recent", "expected"), [
@@ -68,7 +93,7 @@ def test_under_pressure_from_the_stalled_time_since_the_base(stalled_us: int, sp
 
 
 def snapshot(at: float, **figures: int) -> PodMemorySnapshot:
-    return PodMemorySnapshot(at, {uid: (None, working_set, None) for uid, working_set in figures.items()})
+    return PodMemorySnapshot(at, {uid: (None, working_set, None, None) for uid, working_set in figures.items()})
 
 
 def test_snapshots_keep_the_newest_a_window_old_and_every_later_one() -> None:
@@ -77,7 +102,7 @@ def test_snapshots_keep_the_newest_a_window_old_and_every_later_one() -> None:
         kept = next_snapshots(kept, Summary(pods=(stats("a", int(at) * MiB),)), at)
     # At 16 s: the one at 4.0 (12 s old) is the newest at least 10 s old; 0.0 went.
     assert [snapshot.read_at for snapshot in kept] == [4.0, 9.0, 12.0, 16.0]
-    assert kept[-1].figures == {"a": (None, 16 * MiB, None)}
+    assert kept[-1].figures == {"a": (None, 16 * MiB, None, None)}
     assert STALL_RECLAIM_WINDOW_S == 10.0
 
 

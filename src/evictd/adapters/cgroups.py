@@ -75,6 +75,9 @@ DRIVER_TO_CONTAINER_PATTERN = {
 # memory.stat keys: v1's hierarchical inactive file, v2's, and the two runc sums for the v2 root's usage.
 V1_INACTIVE_FILE_KEY = b"total_inactive_file"
 V2_INACTIVE_FILE_KEY = b"inactive_file"
+# Anonymous memory (cAdvisor's rss): what a pod grew by when the growth is no page cache (`evictd.core.pod_growth`).
+V1_ANON_KEY = b"total_rss"
+V2_ANON_KEY = b"anon"
 V2_ROOT_USAGE_KEYS = (b"anon", b"file")
 # v1's memory.stat keys of what usage holds besides kernel memory: anonymous memory and page cache (shmem in it).
 V1_USAGE_PART_KEYS = (b"total_rss", b"total_cache")
@@ -128,12 +131,14 @@ class MemoryReading:
     working_set_bytes: int
     limit_bytes: int | None
     unfolded_bytes: int | None = None
+    anon_bytes: int | None = None
 
 
 # What `pod_figures_many` reads of a v1 pod cgroup: usage, memory.stat, limit, pids.current.
 PodFiles = tuple[str, str, str, str]
-# A pod's figures (`CgroupReader.pod_figures_many`): usage, working set, and its process count or why it is unknown.
-PodFigures = tuple[int, int, int | SampleError]
+# A pod's figures (`CgroupReader.pod_figures_many`): usage, working set, its process count or why it is unknown, and
+# its anonymous memory (None: not read).
+PodFigures = tuple[int, int, int | SampleError, int | None]
 # Pods read per taking of the kept descriptors' lock (~0.5 ms of preads: what a memory watch's look may wait).
 POD_FIGURES_BATCH = 32
 
@@ -215,8 +220,8 @@ class CgroupReader:
         settled = not working_set_only and (folder == self._memory_dir or cgroup == self._pods_cgroup)
         if self._v1 and not settled:
             with_limit = not working_set_only
-            usage, inactive_file, limit = self._v1_reading(_v1_files(folder, with_limit=with_limit),
-                                                           with_limit=with_limit)
+            usage, inactive_file, limit, anon = self._v1_reading(_v1_files(folder, with_limit=with_limit),
+                                                                 with_limit=with_limit)
         elif self._v1:
             read = self._read_memory
             # The pods cgroup's usage memory.stat does not count yet; the root's: none (docs/kubelet-differences.md).
@@ -231,18 +236,22 @@ class CgroupReader:
             data = self._read_memory(path)
             usage = sum(flat_keyed_value(path, data, key) for key in V2_ROOT_USAGE_KEYS)
             inactive_file = flat_keyed_value(path, data, V2_INACTIVE_FILE_KEY)
+            anon = optional_keyed_value(path, data, V2_ANON_KEY)
             limit = None
         else:
             read = self._read_memory
             path = folder + "/memory.current"
             usage = _uint(path, read(path))
             stat_path = folder + "/memory.stat"
-            inactive_file = flat_keyed_value(stat_path, read(stat_path), V2_INACTIVE_FILE_KEY)
+            stat = read(stat_path)
+            inactive_file = flat_keyed_value(stat_path, stat, V2_INACTIVE_FILE_KEY)
+            anon = optional_keyed_value(stat_path, stat, V2_ANON_KEY)
             if settled:
                 usage = settled_usage(usage, _uint(path, read(path)))
             limit = None if working_set_only else _v2_limit(folder + "/memory.max", read)
         return MemoryReading(usage_bytes=usage, inactive_file_bytes=inactive_file,
-                             working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit)
+                             working_set_bytes=working_set_from(usage, inactive_file), limit_bytes=limit,
+                             anon_bytes=anon)
 
     def pod_figures_many(self, cgroups: Sequence[str]) -> list[PodFigures | SampleError]:
         """The usage, working set and process count of each of `cgroups`' pods, in order, or the SampleError that
@@ -262,12 +271,12 @@ class CgroupReader:
                         continue
                     data = got[at:at + 4]
                     at += 4
-                    usage, inactive_file, _ = self._v1_parse(files, data, with_limit=True)
+                    usage, inactive_file, _, anon = self._v1_parse(files, data, with_limit=True)
                     try:
                         count: int | SampleError = self._process_count_of(cgroup, files[3], data[3])
                     except SampleError as exc:
                         count = exc
-                    results.append((usage, working_set_from(usage, inactive_file), count))
+                    results.append((usage, working_set_from(usage, inactive_file), count, anon))
                 except SampleError as exc:
                     results.append(exc)
         return results
@@ -279,7 +288,7 @@ class CgroupReader:
             count: int | SampleError = self.process_count(cgroup)
         except SampleError as exc:
             count = exc
-        return reading.usage_bytes, reading.working_set_bytes, count
+        return reading.usage_bytes, reading.working_set_bytes, count, reading.anon_bytes
 
     def _pod_files_of(self, cgroup: str) -> PodFiles | None:
         """The files `pod_figures_many` reads of a v1 pod `cgroup` at once; None: read as `memory` does."""
@@ -290,24 +299,29 @@ class CgroupReader:
         usage, stat, limit = _v1_files(folder, with_limit=True)
         return usage, stat, limit, self._pids_dir + folder[len(self._memory_dir):] + "/pids.current"  # checked above
 
-    def _v1_reading(self, files: tuple[str, ...], *, with_limit: bool) -> tuple[int, int, int | None]:
-        """Usage, total_inactive_file and limit (`with_limit`, else None) of a v1 memory cgroup, each file once."""
+    def _v1_reading(self, files: tuple[str, ...], *,
+                    with_limit: bool) -> tuple[int, int, int | None, int | None]:
+        """Usage, total_inactive_file, limit (`with_limit`, else None) and total_rss of a v1 memory cgroup, each file
+        once."""
         got = self._kept.read_many(files) if self._keep_memory else (None,) * len(files)
         return self._v1_parse(files, got, with_limit=with_limit)
 
     @staticmethod
     def _v1_parse(files: Sequence[str], got: Sequence[bytes | None], *,
-                  with_limit: bool) -> tuple[int, int, int | None]:
-        """Usage, total_inactive_file and limit from `files` and what kept descriptors read (None: open + read)."""
+                  with_limit: bool) -> tuple[int, int, int | None, int | None]:
+        """Usage, total_inactive_file, limit and total_rss from `files` and what kept descriptors read (None: open +
+        read)."""
         # The usage parsed before memory.stat is read, as `v1_usage_and_inactive_file` does.
         path, data = files[0], got[0]
         usage = _uint(path, read_file(path) if data is None else data)
         path, data = files[1], got[1]
-        inactive_file = flat_keyed_value(path, read_file(path) if data is None else data, V1_INACTIVE_FILE_KEY)
+        stat = read_file(path) if data is None else data
+        inactive_file = flat_keyed_value(path, stat, V1_INACTIVE_FILE_KEY)
+        anon = optional_keyed_value(path, stat, V1_ANON_KEY)
         if not with_limit:
-            return usage, inactive_file, None
+            return usage, inactive_file, None, anon
         path, data = files[2], got[2]
-        return usage, inactive_file, _limit(_uint(path, read_file(path) if data is None else data))
+        return usage, inactive_file, _limit(_uint(path, read_file(path) if data is None else data)), anon
 
     def process_count(self, cgroup: str) -> int:
         """Return the tasks in ``cgroup`` and below: ``pids.current``, or without one the ``cgroup.procs`` below
@@ -575,6 +589,16 @@ def flat_keyed_value(path: str, data: bytes, key: bytes) -> int:
         start = at + len(needle)
     end = data.find(b"\n", start)
     return _uint(path, data[start:] if end < 0 else data[start:end])
+
+
+def optional_keyed_value(path: str, data: bytes, key: bytes) -> int | None:
+    """`flat_keyed_value`, or None where the file has no ``key`` line (a figure only some decisions use)."""
+    try:
+        return flat_keyed_value(path, data, key)
+    except SampleError:
+        if data.startswith(key + b" ") or b"\n" + key + b" " in data:
+            raise  # there but malformed
+        return None
 
 
 def _limit(value: int) -> int | None:

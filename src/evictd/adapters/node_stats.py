@@ -179,7 +179,8 @@ class NodeStatsSource:
         if counts is None:
             return None
         return ContainerStats(name=SYSTEM_CONTAINER_DAEMONS, memory=MemoryStats(
-            time=at, usage_bytes=counts.usage_bytes, reclaim=ReclaimCounters(refault_file_bytes=counts.refault_bytes)))
+            time=at, usage_bytes=counts.usage_bytes, rss_bytes=counts.anon_bytes,
+            reclaim=ReclaimCounters(refault_file_bytes=counts.refault_bytes)))
 
     @property
     def _pod_pressure(self) -> bool:
@@ -400,8 +401,8 @@ class NodeStatsSource:
         if isinstance(figures, SampleError):
             problems.append(without_traceback(figures))
         elif figures is not None:
-            usage, working_set, count = figures
-            memory = pod_memory_stats(at, usage, working_set)
+            usage, working_set, count, anon = figures
+            memory = pod_memory_stats(at, usage, working_set, anon)
             if self._pod_pressure and cgroup is not None:
                 psi = attempt(lambda: procfs.memory_pressure(self._pod_pressure_path(cgroup)), problems)
                 if psi is not None:

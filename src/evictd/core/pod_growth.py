@@ -3,11 +3,12 @@
 A stall or refault threshold says the node thrashes, not who made it: ranked as memory.available ranks, a bystander
 that sat still above its request went before the pod that grew (issue 61). So a stall-family eviction takes only a
 **candidate**: a pod whose memory grew by at least `POD_GROWTH_MIN_BYTES` within `STALL_RECLAIM_WINDOW_S` (working
-set, and usage where both readings have it). Where some of them show their own ``memory.pressure`` `some` of at least
-`POD_STALL_MIN_PERCENT` (its avg10, or its stalled time since the same reading), only those; where none does, every
-pod that grew: a leak that kswapd keeps fed stalls the daemons it evicts from the page cache, not itself (the
-arena's thrash cell, docs/node-survival.md). Growth is measured from the oldest reading kept that was read at or
-after `after` (the last eviction's cycle: growth before an eviction is no evidence after it).
+set, and usage and anonymous memory where both readings have them: growth that is page cache, a stream pushing the
+daemons' files out, is answered by reclaim, not eviction). Where some of them show their own ``memory.pressure``
+`some` of at least `POD_STALL_MIN_PERCENT` (its avg10, or its stalled time since the same reading), only those;
+where none does, every pod that grew: a leak that kswapd keeps fed stalls the daemons it evicts from the page
+cache, not itself (the arena's thrash cell, docs/node-survival.md). Growth is measured from the oldest reading kept
+that was read at or after `after` (the last eviction's cycle: growth before an eviction is no evidence after it).
 
 Invariants: pure (`now` given), inputs never mutated; a pod first seen in the newest reading has no growth.
 """
@@ -30,8 +31,9 @@ SNAPSHOT_SPACING_S = 1.0
 # under this took no part in the shortage: one direct-reclaim pass stalls milliseconds, 1 % is 100 ms of the 10 s.
 POD_STALL_MIN_PERCENT = 1.0
 
-# A pod's memory as read: (usage bytes or None, working set bytes, `some` stalled microseconds or None).
-PodFigures = tuple[int | None, int, int | None]
+# A pod's memory as read: (usage bytes or None, working set bytes, `some` stalled microseconds or None, anonymous
+# bytes or None).
+PodFigures = tuple[int | None, int, int | None, int | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +51,7 @@ def pod_figures(summary: Summary) -> dict[str, PodFigures]:
         memory = stats.memory
         if memory is not None and memory.working_set_bytes is not None and stats.pod_ref.uid:
             figures[stats.pod_ref.uid] = (memory.usage_bytes, memory.working_set_bytes,
-                                          None if memory.psi is None else memory.psi.some.total)
+                                          None if memory.psi is None else memory.psi.some.total, memory.rss_bytes)
     return figures
 
 
@@ -66,10 +68,13 @@ def next_snapshots(snapshots: Sequence[PodMemorySnapshot], summary: Summary,
 
 
 def grew(before: PodFigures, now: PodFigures) -> bool:
-    """Whether a pod's memory grew by `POD_GROWTH_MIN_BYTES` from `before` to `now`: its working set, and its usage
-    where both readings have one (a pod pinned at its limit does not grow in usage)."""
-    (usage_before, working_set_before, _), (usage_now, working_set_now, _) = before, now
+    """Whether a pod's memory grew by `POD_GROWTH_MIN_BYTES` from `before` to `now`: its working set, its usage where
+    both readings have one (a pod pinned at its limit does not grow in usage), and its anonymous memory where both
+    have it (growth that is page cache is not the pod's to pay for)."""
+    (usage_before, working_set_before, _, anon_before), (usage_now, working_set_now, _, anon_now) = before, now
     if working_set_now - working_set_before < POD_GROWTH_MIN_BYTES:
+        return False
+    if anon_before is not None and anon_now is not None and anon_now - anon_before < POD_GROWTH_MIN_BYTES:
         return False
     return usage_before is None or usage_now is None or usage_now - usage_before >= POD_GROWTH_MIN_BYTES
 
@@ -104,7 +109,7 @@ def stall_candidates(snapshots: Sequence[PodMemorySnapshot], summary: Summary, a
         if base is None:
             continue
         before = base.figures[uid]
-        if grew(before, (memory.usage_bytes, memory.working_set_bytes, None)):
+        if grew(before, (memory.usage_bytes, memory.working_set_bytes, None, memory.rss_bytes)):
             grown.add(uid)
             if under_pressure(stats, before[2], now - base.read_at):
                 stalling.add(uid)

@@ -194,8 +194,10 @@ _MEMORY_STATS_SETTERS = _slot_setters(MemoryStats)
 _POD_STATS_SETTERS = _slot_setters(PodStats)
 
 
-def pod_memory_stats(time: datetime, usage_bytes: int, working_set_bytes: int) -> MemoryStats:
-    """Return ``MemoryStats(time=time, usage_bytes=usage_bytes, working_set_bytes=working_set_bytes)``."""
+def pod_memory_stats(time: datetime, usage_bytes: int, working_set_bytes: int,
+                     rss_bytes: int | None = None) -> MemoryStats:
+    """Return ``MemoryStats(time=time, usage_bytes=usage_bytes, working_set_bytes=working_set_bytes,
+    rss_bytes=rss_bytes)``."""
     (set_time, set_available, set_usage, set_working_set, set_rss, set_page_faults, set_major_page_faults, set_psi,
      set_reclaim, set_unfolded) = _MEMORY_STATS_SETTERS  # one name a field: a field added to MemoryStats fails here
     stats = _new_object(MemoryStats)
@@ -203,7 +205,7 @@ def pod_memory_stats(time: datetime, usage_bytes: int, working_set_bytes: int) -
     set_available(stats, None)
     set_usage(stats, usage_bytes)
     set_working_set(stats, working_set_bytes)
-    set_rss(stats, None)
+    set_rss(stats, rss_bytes)
     set_page_faults(stats, None)
     set_major_page_faults(stats, None)
     set_psi(stats, None)

@@ -23,6 +23,7 @@ from evictd.core.daemon_refault import (
     DAEMON_REFAULT_WINDOW_S,
     daemon_memory_bytes,
     daemon_refault_figure,
+    daemon_share_base,
     next_daemon_samples,
 )
 from evictd.core.engine import (
@@ -210,8 +211,10 @@ def test_the_watch_wakes_the_loop_at_the_share_under_reclaim() -> None:
         watched, woke = refault_look(DAEMONS_READING, watched, percent * ONE_PERCENT, USAGE, 1000 + look * SHORTAGE, now,
                                      shares, gated=True)
         woken.append(woke)
-    # Once a window: the cycle it woke reads the daemons too, and a window on the cycles' readings span one.
-    assert woken == [False] * 6 + [True, False, False, False, True, False]
+    # At 1 s the window shows 40%, half the share passed: one wake-up for a baseline (its cycle reads the daemons,
+    # so the cycle at the share compares with a reading a window back, not the last 10 s tick). At 3 s the share:
+    # a wake-up; then at most one a second while it holds.
+    assert woken == [False, False, True, False, False, False, True, False, True, False, True, False]
     # Gated, the same re-reads without global reclaim wake nothing.
     watched, still = WatchedRefault(), []
     for look, percent in enumerate(counts):
@@ -273,6 +276,37 @@ def test_daemon_counts(tmp_path: Path, version: int, stat: str, counted: str, pa
     assert counts is not None
     assert (counts.counted, counts.refault_bytes, counts.usage_bytes) == (counted, pages * PAGE_BYTES, USAGE)
     assert daemons_missing(layout) is None
+    # Its anonymous memory beside: v2's `anon`, v1's hierarchical `total_rss` (absent in these v1 files: None).
+    assert counts.anon_bytes == (1 if version == 2 else None)
+
+
+@pytest.mark.parametrize(("usage", "anon", "expected"), [
+    pytest.param(300 * Mi, 50 * Mi, 250 * Mi, id="usage-less-its-heap"),
+    pytest.param(300 * Mi, None, 300 * Mi, id="anon-not-read-all-of-it"),
+    pytest.param(60 * Mi, 50 * Mi, DAEMON_MIN_MEMORY_BYTES, id="at-least-the-floor"),
+    pytest.param(40 * Mi, 50 * Mi, DAEMON_MIN_MEMORY_BYTES, id="anon-over-usage-read-apart"),
+])
+def test_the_share_is_of_the_daemons_memory_that_is_not_anonymous(usage: int, anon: int | None,
+                                                                    expected: int) -> None:
+    """A daemon's heap is never re-read from a file: the arena's daemons held 50 MiB of it, which put the thrash's
+    figure at 11-15 % of their usage against 13-18 % of the rest (docs/configuration.md)."""
+    assert daemon_share_base(usage, anon) == expected
+    assert daemon_memory_bytes(MemoryStats(usage_bytes=usage, rss_bytes=anon)) == expected
+
+
+def test_a_base_older_than_two_windows_gives_way_to_a_fresher_one() -> None:
+    """A housekeeping tick 10 s back, then a baseline cycle 1.5 s back: the figure is the last 1.5 s's, scaled to
+    the window, not the 10 s average (which would dilute a thrash that began a second ago)."""
+    samples: tuple[RefaultSample, ...] = ()
+    for at, count in ((0.0, 0), (8.5, 0), (10.0, 30 * Mi)):
+        samples = next_daemon_samples(samples, RefaultSample(at, count), at)
+    figure = daemon_refault_figure(samples, 200 * Mi)
+    assert figure is not None and figure.span_s == 1.5 and figure.refaulted_basis_points == 2000  # 40 MiB of 200
+    # Without a reading at least a second old but the tick, the tick it is.
+    samples = next_daemon_samples(next_daemon_samples((), RefaultSample(0.0, 0), 0.0), RefaultSample(10.0, 30 * Mi),
+                                  10.0)
+    figure = daemon_refault_figure(samples, 200 * Mi)
+    assert figure is not None and figure.span_s == 10.0 and figure.refaulted_basis_points == 300
 
 
 def test_without_system_slice_or_its_counts_the_signal_is_unavailable_and_says_why(tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
-"""The node's daemons' cgroup, ``system.slice``, as the daemons refault signal reads it: its re-reads and its usage.
+"""The node's daemons' cgroup, ``system.slice``, as the daemons refault signal reads it: re-reads, usage and anon.
 
 system.slice sits at the memory hierarchy's root whatever cgroupRoot is (as `evictd.adapters.node_protection`
 places it); its memory.stat is hierarchical, so kubelet.service and the runtime count in it. The re-reads are the
 first of `V2_REFAULT_KEYS` (v2) or `V1_REFAULT_KEYS` (v1: the hierarchy's ``total_`` lines) the kernel prints,
-pages turned to bytes; the usage is memory.current (v2) or memory.usage_in_bytes (v1). Nothing is written.
+pages turned to bytes; the usage is memory.current (v2) or memory.usage_in_bytes (v1), the anonymous memory
+``anon`` (v2) or ``total_rss`` (v1) where printed. Nothing is written.
 Invariants: no system.slice is None (`daemons_missing` says so at start), never a zero; an unreadable file or a
 malformed line raises SampleError (the cycle records it and the signal has no figure).
 """
@@ -13,7 +14,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from evictd.adapters.cgroups import CgroupLayout, cgroup_folder, flat_keyed_value, read_file_if_present, uint_value
+from evictd.adapters.cgroups import (
+    V1_ANON_KEY,
+    V2_ANON_KEY,
+    CgroupLayout,
+    cgroup_folder,
+    flat_keyed_value,
+    optional_keyed_value,
+    read_file_if_present,
+    uint_value,
+)
 from evictd.adapters.procfs import PAGE_BYTES
 from evictd.core.errors import SampleError
 from evictd.core.node_protection import SYSTEM_SLICE
@@ -26,12 +36,13 @@ V1_REFAULT_KEYS = (b"total_workingset_refault_file", b"total_workingset_refault"
 
 @dataclass(frozen=True, slots=True)
 class DaemonCounts:
-    """One reading of system.slice: bytes re-read since it was made (`counted`: the memory.stat line read), and its
-    memory usage (bytes)."""
+    """One reading of system.slice: bytes re-read since it was made (`counted`: the memory.stat line read), its
+    memory usage and its anonymous memory (bytes; None: not printed)."""
 
     refault_bytes: int
     usage_bytes: int
     counted: str
+    anon_bytes: int | None = None
 
 
 def daemons_folder(layout: CgroupLayout) -> str:
@@ -58,8 +69,9 @@ def daemon_counts(layout: CgroupLayout) -> DaemonCounts | None:
     usage = read_file_if_present(usage_path)
     if usage is None:
         return None
+    anon = optional_keyed_value(stat_path, data, V1_ANON_KEY if layout.version == 1 else V2_ANON_KEY)
     return DaemonCounts(flat_keyed_value(stat_path, data, key) * PAGE_BYTES, uint_value(usage_path, usage),
-                        key.decode())
+                        key.decode(), anon)
 
 
 def daemons_missing(layout: CgroupLayout) -> str | None:

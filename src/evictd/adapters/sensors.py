@@ -26,6 +26,7 @@ from evictd.adapters.daemon_cgroups import daemon_counts
 from evictd.adapters.memcg_set import MemcgNotifierSet, quietly
 from evictd.adapters.notifiers import FdOwner, Notifier, NotifierFailure, Waiter, os_sample_error
 from evictd.core import wake
+from evictd.core.daemon_refault import daemon_share_base
 from evictd.core.errors import SampleError
 from evictd.core.signals import Reading
 
@@ -304,10 +305,11 @@ def node_refault_watch(*, gated: bool, monotonic: Callable[[], float], proc_root
 
 def daemons_refault_watch(layout: CgroupLayout, *, gated: bool, monotonic: Callable[[], float],
                           proc_root: str = "/proc") -> RefaultWatch:
-    """The daemons' refault watch: system.slice's re-reads, of its memory."""
+    """The daemons' refault watch: system.slice's re-reads, of its memory that is not anonymous."""
     def read() -> RefaultRead:
         daemons = quietly(daemon_counts, layout)
-        return (None if daemons is None else daemons.refault_bytes, None if daemons is None else daemons.usage_bytes,
+        return (None if daemons is None else daemons.refault_bytes,
+                None if daemons is None else daemon_share_base(daemons.usage_bytes, daemons.anon_bytes),
                 _scans(proc_root))
     return RefaultWatch(Reading.DAEMONS_MEMORY_REFAULT, read, gated=gated, monotonic=monotonic)
 

@@ -4,9 +4,11 @@ The observation of ``evictd.io/daemons.refault``. The daemons are ``system.slice
 and journald are in it on systemd nodes); its memory.stat counts the page cache they had dropped and read again
 (``workingset_refault_file``; ``workingset_refault`` before 5.9; ``pgmajfault`` pages where the kernel counts
 neither, `evictd.adapters.daemon_cgroups`), on cgroup v1 and v2, with or without PSI. The figure is the
-bytes re-read over `DAEMON_REFAULT_WINDOW_S` as a share of the daemons' memory (their usage, at least
-`DAEMON_MIN_MEMORY_BYTES`), in basis points, so a threshold reads as the stall signals' do ("50%"). Readings are
-kept and compared as the node's refault figure's are (`evictd.core.refault`), over this shorter window.
+bytes re-read over `DAEMON_REFAULT_WINDOW_S` as a share of the daemons' memory that is not anonymous (their usage
+less ``anon``, so their page cache and kernel memory; at least `DAEMON_MIN_MEMORY_BYTES`), in basis points, so a
+threshold reads as the stall signals' do ("50%"). Anonymous memory is never re-read from a file: a daemon with a
+large heap would hide its own thrash in it. Readings are kept and compared as the node's refault figure's are
+(`evictd.core.refault`), over this shorter window.
 
 Invariants: pure (`now` given), inputs never mutated. The first reading gives no figure (never a false 0); a lower
 count is a new baseline; a reading without the count gives no figure and keeps the earlier readings.
@@ -23,6 +25,11 @@ from evictd.core.summary import SYSTEM_CONTAINER_DAEMONS, MemoryStats, NodeStats
 DAEMON_REFAULT_WINDOW_S = 2.0
 # The shortest span a figure is made over (scaled up): a figure is then at most twice its span's rate.
 DAEMON_REFAULT_MIN_SPAN_S = 1.0
+# A base reading older than this (two windows) gives way to the newest at least `DAEMON_REFAULT_MIN_SPAN_S` old: a
+# 10 s housekeeping gap averages a quiet past into the last window's re-reads (the arena's thrash: 6.9 s stalls).
+DAEMON_REFAULT_STALE_S = 2 * DAEMON_REFAULT_WINDOW_S
+# The watch wakes the loop once at this part of a share, so that the cycle it wakes at the share has a fresh base.
+DAEMONS_BASELINE_SHARE = 0.5
 # The daemons' memory a share is taken of, at the least: one readahead (128 KiB) into a near-empty slice is no thrash.
 DAEMON_MIN_MEMORY_BYTES = 32 << 20
 
@@ -40,11 +47,18 @@ def daemon_refault_sample(memory: MemoryStats | None, now: float) -> RefaultSamp
     return RefaultSample(now, memory.reclaim.refault_file_bytes)
 
 
+def daemon_share_base(usage_bytes: int, anon_bytes: int | None) -> int:
+    """The daemons' memory a share is taken of: usage less anonymous memory (all of it where that is not read), at
+    least `DAEMON_MIN_MEMORY_BYTES`."""
+    return max(usage_bytes - min(anon_bytes or 0, usage_bytes), DAEMON_MIN_MEMORY_BYTES)
+
+
 def daemon_memory_bytes(memory: MemoryStats | None) -> int | None:
-    """The daemons' memory a share is taken of: their usage, at least `DAEMON_MIN_MEMORY_BYTES` (None: not read)."""
+    """`daemon_share_base` of the daemons' memory block (its ``rss_bytes`` is their anonymous memory; None: not
+    read)."""
     if memory is None or memory.usage_bytes is None:
         return None
-    return max(memory.usage_bytes, DAEMON_MIN_MEMORY_BYTES)
+    return daemon_share_base(memory.usage_bytes, memory.rss_bytes)
 
 
 def next_daemon_samples(samples: Sequence[RefaultSample], sample: RefaultSample | None,
@@ -57,4 +71,4 @@ def daemon_refault_figure(samples: Sequence[RefaultSample], memory_bytes: int | 
     """The daemons' figure of `samples` (as `next_daemon_samples` keeps them) against `memory_bytes`
     (`daemon_memory_bytes`), scaled to the window; None with a single reading or a span under the minimum."""
     return refault_figure(samples, memory_bytes, window_s=DAEMON_REFAULT_WINDOW_S,
-                          min_span_s=DAEMON_REFAULT_MIN_SPAN_S)
+                          min_span_s=DAEMON_REFAULT_MIN_SPAN_S, stale_s=DAEMON_REFAULT_STALE_S)

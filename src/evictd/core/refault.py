@@ -82,12 +82,16 @@ def next_samples(samples: Sequence[RefaultSample], sample: RefaultSample | None,
 
 
 def refault_figure(samples: Sequence[RefaultSample], memory_bytes: int | None, *, window_s: float = REFAULT_WINDOW_S,
-                   min_span_s: float = REFAULT_MIN_SPAN_S) -> RefaultFigure | None:
+                   min_span_s: float = REFAULT_MIN_SPAN_S, stale_s: float | None = None) -> RefaultFigure | None:
     """Return the figure of the newest of `samples` (as `next_samples` keeps them) against the oldest kept, scaled to
-    `window_s`; None with a single reading, a span under `min_span_s`, or no memory capacity."""
+    `window_s`; None with a single reading, a span under `min_span_s`, or no memory capacity. With `stale_s`, an oldest
+    kept older than it gives way to the newest reading at least `min_span_s` old, where one is kept."""
     if len(samples) < 2 or memory_bytes is None or memory_bytes <= 0:
         return None
     base, latest = samples[0], samples[-1]
+    if stale_s is not None and latest.read_at - base.read_at > stale_s:
+        fresher = [kept for kept in samples[1:-1] if latest.read_at - kept.read_at >= min_span_s]
+        base = fresher[-1] if fresher else base
     span_s = latest.read_at - base.read_at
     if span_s < min_span_s:
         return None

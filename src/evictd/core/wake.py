@@ -21,7 +21,13 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 
-from evictd.core.daemon_refault import DAEMON_MIN_MEMORY_BYTES, DAEMON_REFAULT_MIN_SPAN_S, DAEMON_REFAULT_WINDOW_S
+from evictd.core.daemon_refault import (
+    DAEMON_MIN_MEMORY_BYTES,
+    DAEMON_REFAULT_MIN_SPAN_S,
+    DAEMON_REFAULT_STALE_S,
+    DAEMON_REFAULT_WINDOW_S,
+    DAEMONS_BASELINE_SHARE,
+)
 from evictd.core.engine import NO_STALL_CANDIDATE, Assessment
 from evictd.core.errors import SampleError
 from evictd.core.memcg import MemoryFigures, memory_stats_for
@@ -441,19 +447,24 @@ def watched_shares(thresholds: Sequence[Threshold], observed: Observation | None
 @dataclass(frozen=True, slots=True)
 class RefaultWindow:
     """How a refault reading's figure is taken: over `window_s` with at least `min_span_s` of readings, of at least
-    `min_memory_bytes`; its watch wakes the loop again only `rewake_after_s` after the last time."""
+    `min_memory_bytes`, a base older than `stale_s` giving way to a fresher one (None: never); its watch wakes the
+    loop again only `rewake_after_s` after the last time, and once at `baseline_share` of the share (None: not) so
+    that the cycle it wakes at the share has a reading a window back."""
 
     window_s: float
     min_span_s: float
     min_memory_bytes: int = 0
     rewake_after_s: float = 0.0
+    stale_s: float | None = None
+    baseline_share: float | None = None
 
 
 REFAULT_WINDOWS: Mapping[Reading, RefaultWindow] = MappingProxyType({
     Reading.NODE_MEMORY_REFAULT: RefaultWindow(REFAULT_WINDOW_S, REFAULT_MIN_SPAN_S),
     # A window on: the cycle a wake-up brought averages its gap since the cycle before, a window on it does not.
     Reading.DAEMONS_MEMORY_REFAULT: RefaultWindow(DAEMON_REFAULT_WINDOW_S, DAEMON_REFAULT_MIN_SPAN_S,
-                                                  DAEMON_MIN_MEMORY_BYTES, DAEMON_REFAULT_WINDOW_S),
+                                                  DAEMON_MIN_MEMORY_BYTES, DAEMON_REFAULT_MIN_SPAN_S,
+                                                  DAEMON_REFAULT_STALE_S, DAEMONS_BASELINE_SHARE),
 })
 
 
@@ -470,13 +481,18 @@ def refault_look(reading: Reading, last: WatchedRefault, refault_bytes: int | No
     if not shares or sample is None:
         return watched, False
     memory = None if memory_bytes is None else max(memory_bytes, window.min_memory_bytes)
-    figure = refault_figure(watched.samples, memory, window_s=window.window_s, min_span_s=window.min_span_s)
-    if figure is None or figure.refaulted_basis_points < shares[0]:
+    figure = refault_figure(watched.samples, memory, window_s=window.window_s, min_span_s=window.min_span_s,
+                            stale_s=window.stale_s)
+    least = shares[0] if window.baseline_share is None else shares[0] * window.baseline_share
+    if figure is None or figure.refaulted_basis_points < least:
         return watched, False
     trend = watched.global_scan
     if gated and (trend is None or trend.increased_at is None or now - trend.increased_at > STALL_RECLAIM_WINDOW_S):
         return watched, False
-    if last.woke_at is not None and now - last.woke_at < window.rewake_after_s:
+    # A baseline wake-up (under the share) comes at most once a stale span: its cycle's reading is fresh that long.
+    met = figure.refaulted_basis_points >= shares[0]
+    rewake_s = window.rewake_after_s if met or window.stale_s is None else window.stale_s
+    if last.woke_at is not None and now - last.woke_at < rewake_s:
         return watched, False
     return replace(watched, woke_at=now), True
 

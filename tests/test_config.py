@@ -327,3 +327,47 @@ def test_percentages_of_kubelet_thresholds_are_ascii_digits_only(tmp_path: Path,
     path = write(tmp_path, "k.yaml", KUBELET + f'evictionHard: {{nodefs.available: "{value}"}}\n')
     with pytest.raises(ConfigError, match=r"nodefs\.available"):
         load_configuration([path]).eviction.thresholds()
+
+
+@pytest.mark.parametrize(("value", "key", "says"), [
+    pytest.param('{evictd.io/memory.stall.full: "20%"}', "stallEvictionHardWithoutPSI[evictd.io/memory.stall.full]",
+                 "needs PSI, so it cannot stand in where the kernel has none (accepted: evictd.io/daemons.refault, "
+                 "evictd.io/memory.refault)", id="a-psi-signal"),
+    pytest.param('{evictd.io/daemons.refault: "110%"}', "stallEvictionHardWithoutPSI[evictd.io/daemons.refault]",
+                 "must be a share of the daemons' memory re-read in 2 s from 0% to 100%", id="over-100"),
+    pytest.param('{memory.available: "10%"}', "stallEvictionHardWithoutPSI[memory.available]",
+                 "unsupported stall signal memory.available", id="a-kubelet-signal"),
+])
+def test_a_bad_without_psi_threshold_exits_2_naming_key_and_value(tmp_path: Path, value: str, key: str,
+                                                                  says: str) -> None:
+    path = write(tmp_path, "e.yaml", f"{EVICTD}stallEvictionHardWithoutPSI: {value}\n")
+    done = subprocess.run([sys.executable, "-m", "evictd", "check-config", "--config", path], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert key in done.stderr and says in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_signal_both_always_and_without_psi_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "e.yaml", EVICTD + 'stallEvictionHard: {evictd.io/daemons.refault: "50%"}\n'
+                 'stallEvictionHardWithoutPSI: {evictd.io/daemons.refault: "10%"}\n')
+    with pytest.raises(ConfigError, match="in stallEvictionHard too, where it counts on every kernel") as info:
+        load_configuration([path])
+    assert info.value.key == "EvictdConfiguration: stallEvictionHardWithoutPSI[evictd.io/daemons.refault]"
+
+
+def test_without_psi_thresholds_join_only_on_a_kernel_without_psi(tmp_path: Path) -> None:
+    path = write(tmp_path, "e.yaml", EVICTD + 'stallEvictionHard: {evictd.io/memory.stall.full: "20%"}\n'
+                 'stallEvictionHardWithoutPSI: {evictd.io/daemons.refault: "10%"}\n')
+    configuration = load_configuration([path])
+    signals = [str(t.signal) for t in configuration.eviction.thresholds()]
+    assert "evictd.io/daemons.refault" not in signals, "not counted as loaded: PSI unknown yet"
+    assert configuration.for_kernel(None) is configuration, "a kernel with PSI: standing by"
+    without = configuration.for_kernel("/proc/pressure/memory: absent")
+    assert [str(t.signal) for t in without.eviction.thresholds()] == [*signals, "evictd.io/daemons.refault"]
+    assert without.eviction.psi_stand_ins == ("evictd.io/daemons.refault",)
+    assert without.protections_wanted().stand_ins == ("evictd.io/daemons.refault",)
+    assert [str(t.signal) for t in configuration.protections_wanted().standing_by] == ["evictd.io/daemons.refault"]
+    # Resolved once; a resolved configuration validates (the signal is in stallEvictionHard now, by design).
+    assert without.without_psi_thresholds() == []
+    assert without.for_kernel("again") is without

@@ -107,7 +107,8 @@ def evictd_defaults() -> dict[str, object]:
                                    for f in fields(EvictdSettings)}
     eviction = configuration.eviction
     defaults |= dict(zip(STALL_SETTINGS, (eviction.stall_hard, eviction.stall_soft, eviction.stall_soft_grace_period,
-                                          eviction.stall_minimum_reclaim, eviction.stall_requires_node_reclaim),
+                                          eviction.stall_minimum_reclaim, eviction.stall_hard_without_psi,
+                                          eviction.stall_requires_node_reclaim),
                          strict=True))
     return defaults
 

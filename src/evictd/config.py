@@ -48,11 +48,11 @@ from evictd.core.reserved_memory import NodeReservation, node_reservation
 from evictd.core.self_protection import OOM_SCORE_ADJ_MAX, OOM_SCORE_ADJ_MIN
 from evictd.core.settled import CROSSING_HOLD_S
 from evictd.core.stall_gate import STALL_GATE_FIELD
-from evictd.core.thresholds import STALL_FIELDS
+from evictd.core.thresholds import STALL_FIELDS, WITHOUT_PSI_FIELD, Threshold, parse_without_psi_thresholds
 from evictd.cri import DEFAULT_ENDPOINT, channel_target
 
 # The EvictdConfiguration keys that are eviction settings (`with_stall_settings`): the stall maps and the stall gate.
-STALL_SETTINGS = (*STALL_FIELDS, STALL_GATE_FIELD)
+STALL_SETTINGS = (*STALL_FIELDS, WITHOUT_PSI_FIELD, STALL_GATE_FIELD)
 EVICTD_API_VERSION = "evictd.io/v1alpha1"
 EVICTD_KIND = "EvictdConfiguration"
 # A flight recording smaller than this holds too few cycles of a real node to replay anything.
@@ -191,9 +191,25 @@ class Configuration:
         `evictd.core.followed`)."""
         return kubelet_semantics(self.evictd.kubelet_version, self.eviction.feature_gates, no_node=no_node)
 
+    def for_kernel(self, psi_missing: str | None) -> Configuration:
+        """This configuration on a kernel that gives PSI (`psi_missing` None) or not: without it, the thresholds of
+        stallEvictionHardWithoutPSI join stallEvictionHard; with it they stand by."""
+        eviction = self.eviction
+        if psi_missing is None or not eviction.stall_hard_without_psi:
+            return self
+        return replace(self, eviction=replace(
+            eviction, stall_hard={**eviction.stall_hard, **eviction.stall_hard_without_psi}, stall_hard_without_psi={},
+            psi_stand_ins=tuple(eviction.stall_hard_without_psi)))
+
+    def without_psi_thresholds(self) -> list[Threshold]:
+        """The thresholds of stallEvictionHardWithoutPSI (ConfigError: a signal that needs PSI, or one set twice)."""
+        return parse_without_psi_thresholds(self.eviction.stall_hard_without_psi, self.eviction.stall_hard)
+
     def protections_wanted(self, reported_only: str | None = None) -> ProtectionWanted:
         """What this configuration asks of the protections against thrash (`evictd.core.protections`)."""
         return ProtectionWanted.of(self.eviction.thresholds(), stall_gate=self.eviction.stall_requires_node_reclaim,
+                                   standing_by=self.without_psi_thresholds(),
+                                   stand_ins=self.eviction.psi_stand_ins,
                                    memory_reclaim=self.evictd.memory_reclaim_before_eviction,
                                    daemons_reclaim=self.evictd.daemons_reclaim, reported_only=reported_only,
                                    daemons_unread=KUBELET_STATS_NO_DAEMONS
@@ -462,6 +478,7 @@ def load_configuration(paths: Sequence[str], flags: Sequence[tuple[str, str]] = 
         # evictd's stall thresholds are eviction settings, but only an EvictdConfiguration states them.
         eviction = with_stall_settings(eviction, evictd_document)
         eviction.thresholds()
+        parse_without_psi_thresholds(eviction.stall_hard_without_psi, eviction.stall_hard)
     except ConfigError as exc:
         raise _located(exc, EVICTD_KIND) from None
     return Configuration(eviction=eviction, evictd=own, image_gc=image_gc, reservation=node_reservation(kubelet),

@@ -15,7 +15,7 @@ from evictd.core.protections import (
     Verdict,
     protections,
 )
-from evictd.core.thresholds import parse_stall_thresholds
+from evictd.core.thresholds import parse_stall_thresholds, parse_without_psi_thresholds
 
 NODE_STALL = {"evictd.io/memory.stall.full": "20%"}
 PODS_STALL = {"evictd.io/allocatableMemory.stall.some": "40%"}
@@ -30,10 +30,25 @@ NO_PSI = ProtectionFacts(node_psi_missing="/proc/pressure/memory: absent", pods_
 
 def wanted(hard: dict[str, str] | None = None, *, gate: bool = True, reclaim: bool = False,
            reported_only: str | None = None, daemons_reclaim: bool = False,
-           daemons_unread: str | None = None) -> ProtectionWanted:
+           daemons_unread: str | None = None, without_psi: dict[str, str] | None = None) -> ProtectionWanted:
+    """What a configuration asks; `without_psi`: its stallEvictionHardWithoutPSI, not resolved for a kernel (as
+    `check-config --config-only` asks)."""
     return ProtectionWanted.of(parse_stall_thresholds(hard or {}, {}, {}, {}), stall_gate=gate,
                                memory_reclaim=reclaim, reported_only=reported_only, daemons_reclaim=daemons_reclaim,
-                               daemons_unread=daemons_unread)
+                               daemons_unread=daemons_unread,
+                               standing_by=parse_without_psi_thresholds(without_psi or {}, hard or {}))
+
+
+def on_kernel(without_psi: dict[str, str], psi_missing: str | None) -> ProtectionWanted:
+    """What the shipped kind of configuration (a stall threshold and `without_psi`) asks on a kernel with PSI
+    (`psi_missing` None: they stand by) or without (they joined stallEvictionHard), as
+    `evictd.config.Configuration.for_kernel` resolves it (tests/test_config.py checks that)."""
+    if psi_missing is None:
+        return ProtectionWanted.of(parse_stall_thresholds(NODE_STALL, {}, {}, {}), stall_gate=True,
+                                   memory_reclaim=False,
+                                   standing_by=parse_without_psi_thresholds(without_psi, NODE_STALL))
+    return ProtectionWanted.of(parse_stall_thresholds({**NODE_STALL, **without_psi}, {}, {}, {}), stall_gate=True,
+                               memory_reclaim=False, stand_ins=tuple(without_psi))
 
 
 def verdict(protection: Protection, want: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
@@ -86,6 +101,14 @@ def verdict(protection: Protection, want: ProtectionWanted, facts: ProtectionFac
          ProtectionFacts(None, None, None, None, daemons_missing="/sys/fs/cgroup/memory/system.slice: no such cgroup"),
          State.UNAVAILABLE, "system.slice: no such cgroup", DAEMONS_NODE_HOW),
         (Protection.DAEMONS_REFAULT, wanted(DAEMONS), None, State.UNREAD, "system.slice not read", ""),
+        # stallEvictionHardWithoutPSI: standing by where the kernel gives PSI, active where it does not
+        (Protection.DAEMONS_REFAULT, on_kernel(DAEMONS, None), ALL_THERE, State.OFF,
+         "evictd.io/daemons.refault>=50% (stallEvictionHardWithoutPSI) standing by", "stallEvictionHard"),
+        (Protection.DAEMONS_REFAULT, on_kernel(DAEMONS, "/proc/pressure/memory: absent"), NO_PSI, State.ACTIVE,
+         "daemons.refault (hard): system.slice's re-reads within 2 s, of its memory that is not anonymous "
+         "(stallEvictionHardWithoutPSI: the kernel gives no PSI)", ""),
+        (Protection.DAEMONS_REFAULT, wanted(NODE_STALL, without_psi=DAEMONS), None, State.UNREAD,
+         "whether the kernel gives PSI not read", ""),
         (Protection.STALL_GATE, wanted(DAEMONS), NO_PSI, State.ACTIVE, "node-wide", ""),
         # reclaim for the daemons: no threshold needed, no PSI needed; memory.reclaim and system.slice are
         (Protection.DAEMONS_RECLAIM, wanted(), ALL_THERE, State.OFF, "daemonsReclaim: false", "daemonsReclaim: true"),

@@ -65,6 +65,7 @@ KUBECONFIG
 chmod 0600 /etc/evictd/kubeconfig
 /opt/evictd/bin/evictd check-config --config /etc/evictd/config.yaml > "$UML_OUT/check-config.txt" 2>&1
 echo "exit=$?" >> "$UML_OUT/check-config.txt"
+cat /proc/pressure/memory > "$UML_OUT/psi.txt" 2>&1
 install -m 0644 "$EVICTD_REPO/deploy/systemd/evictd.service" /etc/systemd/system/evictd.service
 """
 
@@ -188,6 +189,24 @@ def test_the_shipped_config_passes_check_config(guest: GuestRun) -> None:
     assert protection and protection[0].endswith(
         "system.slice/kubelet.service: memory.min=not found memory.low=not found"), guest.text("check-config.txt")
     assert ["warning", protection[0]] in said
+
+
+def test_on_a_kernel_without_psi_the_shipped_daemons_refault_threshold_stands_in(guest: GuestRun) -> None:
+    """The guest's kernel has no PSI: the shipped stallEvictionHardWithoutPSI joins the thresholds, which
+    `check-config` and the unit's start-up log say, beside the stall signal being unavailable."""
+    assert not guest.text("psi.txt").strip().startswith("some"), guest.text("psi.txt")
+    checked = {line.split()[1].rstrip(":"): line for line in guest.text("check-config.txt").splitlines()
+               if len(line.split()) > 2 and line.split()[1].rstrip(":") in ("memory_stall", "daemons_refault")}
+    assert checked["memory_stall"].split()[0] == "unavailable", checked
+    # check-config runs before systemd made system.slice: the threshold counts, the slice is not there yet.
+    assert "daemons_refault: evictd.io/daemons.refault (hard): " in checked["daemons_refault"], checked
+    assert "standing by" not in checked["daemons_refault"], checked
+    logged = {entry["protection"]: entry for entry in journal(guest) if entry["event"] == "protection"}
+    assert logged["daemons_refault"]["state"] == "active", logged
+    assert logged["daemons_refault"]["detail"] == (
+        "evictd.io/daemons.refault (hard): system.slice's re-reads within 2 s, of its memory that is not anonymous "
+        "(stallEvictionHardWithoutPSI: the kernel gives no PSI)"), logged
+    assert logged["memory_stall"]["state"] == "unavailable", logged
 
 
 def test_the_unit_runs_as_shipped_with_its_resource_settings(guest: GuestRun) -> None:

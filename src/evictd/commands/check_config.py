@@ -218,9 +218,8 @@ def _protections(configuration: Configuration, *, read_cgroups: bool) -> list[Ve
     from evictd.core.protections import protections
 
     own = configuration.evictd
-    wanted = configuration.protections_wanted()
     if not read_cgroups:
-        return list(protections(wanted, None))
+        return list(protections(configuration.protections_wanted(), None))
     try:
         layout = detect_cgroup_layout(own.cgroupfs_path, own.cgroup_driver, base=own.cgroup_root.strip("/"))
     except SampleError as exc:
@@ -232,7 +231,9 @@ def _protections(configuration: Configuration, *, read_cgroups: bool) -> list[Ve
             facts = read_protection_facts(cgroups)
         finally:
             cgroups.close()
-    return list(protections(wanted, facts))
+    # The without-PSI thresholds count as `run` counts them on this kernel (`Configuration.for_kernel`).
+    on_kernel = configuration if facts is None else configuration.for_kernel(facts.node_psi_missing)
+    return list(protections(on_kernel.protections_wanted(), facts))
 
 
 def _protections_text(verdicts: Sequence[Verdict], *, read_cgroups: bool) -> str:

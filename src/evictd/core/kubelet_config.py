@@ -27,31 +27,27 @@ from evictd.core.errors import ConfigError, DurationError, QuantityError
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Unit, parse_signal, spec_of
 from evictd.core.stall_gate import STALL_GATE_FIELD
-from evictd.core.thresholds import STALL_FIELDS, Threshold, parse_stall_thresholds, parse_threshold_config
+from evictd.core.thresholds import (
+    STALL_FIELDS,
+    WITHOUT_PSI_FIELD,
+    Threshold,
+    parse_stall_thresholds,
+    parse_threshold_config,
+)
 
 KUBELET_API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KUBELET_KIND = "KubeletConfiguration"
 
 # DefaultEvictionHard on Linux (pkg/kubelet/eviction/defaults_linux.go, since kubernetes#121834).
-DEFAULT_EVICTION_HARD: Mapping[str, str] = {
-    "memory.available": "100Mi",
-    "nodefs.available": "10%",
-    "nodefs.inodesFree": "5%",
-    "imagefs.available": "15%",
-    "imagefs.inodesFree": "5%",
-}
+DEFAULT_EVICTION_HARD: Mapping[str, str] = {"memory.available": "100Mi", "nodefs.available": "10%",
+                                            "nodefs.inodesFree": "5%", "imagefs.available": "15%",
+                                            "imagefs.inodesFree": "5%"}
 DEFAULT_PRESSURE_TRANSITION_PERIOD_S = 300.0  # v1beta1 default: a zero value becomes 5m
 DEFAULT_ENFORCE_NODE_ALLOCATABLE: tuple[str, ...] = ("pods",)
 
 # Valid enforceNodeAllocatable entries (kubelet validation.go).
-ENFORCEMENT_KEYS = (
-    "pods",
-    "system-reserved",
-    "system-reserved-compressible",
-    "kube-reserved",
-    "kube-reserved-compressible",
-    "none",
-)
+ENFORCEMENT_KEYS = ("pods", "system-reserved", "system-reserved-compressible", "kube-reserved",
+                    "kube-reserved-compressible", "none")
 
 # Every top-level field of v1beta1 KubeletConfiguration v1.36.2 (k8s.io/kubelet config/v1beta1/types.go) but
 # apiVersion and kind: anything else is what strict decoding reports as unknown.
@@ -108,6 +104,10 @@ class EvictionSettings:
     stall_soft: Mapping[str, str] = field(default_factory=dict)
     stall_soft_grace_period: Mapping[str, str] = field(default_factory=dict)
     stall_minimum_reclaim: Mapping[str, str] = field(default_factory=dict)
+    # Hard stall thresholds counted only without PSI (WITHOUT_PSI_FIELD), and those moved into stall_hard for such a
+    # kernel (`evictd.config.Configuration.for_kernel`).
+    stall_hard_without_psi: Mapping[str, str] = field(default_factory=dict)
+    psi_stand_ins: tuple[str, ...] = ()
     # evictd's stall gate (`evictd.core.stall_gate`, EvictdConfiguration's STALL_GATE_FIELD): on unless turned off.
     stall_requires_node_reclaim: bool = True
     # The kubelet's featureGates, for the gates that change evictd's figures (`evictd.core.followed`).
@@ -171,11 +171,12 @@ def with_stall_settings(settings: EvictionSettings, document: Mapping[str, objec
     or recording's configuration, and its stall gate switch (STALL_GATE_FIELD, true when absent). Raises ConfigError
     (a value that is not a map of strings, a switch that is not true or false)."""
     hard, soft, grace, reclaim = (_string_map(key, document.get(key)) or {} for key in STALL_FIELDS)
+    without_psi = _string_map(WITHOUT_PSI_FIELD, document.get(WITHOUT_PSI_FIELD)) or {}
     gate = document.get(STALL_GATE_FIELD, True)
     if not isinstance(gate, bool):
         raise ConfigError("must be true or false", key=STALL_GATE_FIELD, value=gate)
     return replace(settings, stall_hard=hard, stall_soft=soft, stall_soft_grace_period=grace,
-                   stall_minimum_reclaim=reclaim, stall_requires_node_reclaim=gate)
+                   stall_minimum_reclaim=reclaim, stall_hard_without_psi=without_psi, stall_requires_node_reclaim=gate)
 
 
 def did_you_mean(key: object, known: Iterable[str]) -> str:

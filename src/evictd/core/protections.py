@@ -15,7 +15,7 @@ from enum import StrEnum
 from evictd.core.daemon_refault import DAEMON_REFAULT_WINDOW_S
 from evictd.core.daemons_reclaim import DAEMONS_RECLAIM_FIELD, TRIGGER_BASIS_POINTS
 from evictd.core.signals import Reading, Signal, spec_of
-from evictd.core.thresholds import Threshold
+from evictd.core.thresholds import WITHOUT_PSI_FIELD, Threshold, stall_share_text
 
 PSI_HOW = ("a kernel with PSI (CONFIG_PSI, Linux 4.20+); where it is built in but off by default "
            "(CONFIG_PSI_DEFAULT_DISABLED), boot with `psi=1` on the kernel command line")
@@ -77,12 +77,16 @@ class ProtectionWanted:
     reported_only: str | None = None
     daemons_reclaim: bool = False
     daemons_unread: str | None = None
+    standing_by: tuple[Threshold, ...] = ()
+    stand_ins: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, thresholds: Iterable[Threshold], *, stall_gate: bool, memory_reclaim: bool,
            reported_only: str | None = None, daemons_reclaim: bool = False,
-           daemons_unread: str | None = None) -> ProtectionWanted:
-        return cls(tuple(thresholds), stall_gate, memory_reclaim, reported_only, daemons_reclaim, daemons_unread)
+           daemons_unread: str | None = None, standing_by: Iterable[Threshold] = (),
+           stand_ins: Iterable[str] = ()) -> ProtectionWanted:
+        return cls(tuple(thresholds), stall_gate, memory_reclaim, reported_only, daemons_reclaim, daemons_unread,
+                   tuple(standing_by), tuple(stand_ins))
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,12 +179,21 @@ def _counted(protection: Protection, signal: Signal, wanted: ProtectionWanted, r
     `read`, unavailable for what `missing` names, else active with `active` after the thresholds."""
     named = _named(wanted, [signal])
     if not named:
-        return Verdict(protection, State.OFF, *off)
+        waiting = [t for t in wanted.standing_by if t.signal is signal]
+        if not waiting:
+            return Verdict(protection, State.OFF, *off)
+        standing = f"{', '.join(f'{t.signal}>={stall_share_text(t.value)}' for t in waiting)} ({WITHOUT_PSI_FIELD})"
+        if not read:
+            return Verdict(protection, State.UNREAD, f"{standing}; whether the kernel gives PSI not read")
+        return Verdict(protection, State.OFF, f"{standing} standing by: it counts only where the kernel gives no PSI, "
+                       "and this one does (the memory stall signal acts)",
+                       "nothing to do; to count it on this kernel too, move it to stallEvictionHard")
     if not read:
         return Verdict(protection, State.UNREAD, f"{named}; {unread} not read")
     if missing is not None:
         return Verdict(protection, State.UNAVAILABLE, f"{named}: {missing}", node_how)
-    return Verdict(protection, State.ACTIVE, named + active)
+    stood_in = f" ({WITHOUT_PSI_FIELD}: the kernel gives no PSI)" if str(signal) in wanted.stand_ins else ""
+    return Verdict(protection, State.ACTIVE, named + active + stood_in)
 
 
 def _refault(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
@@ -193,7 +206,8 @@ def _daemons(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict
     return _counted(Protection.DAEMONS_REFAULT, Signal.DAEMONS_REFAULT, wanted, facts is not None,
                     None if facts is None else facts.daemons_missing, ("no daemons refault threshold", DAEMONS_HOW),
                     "system.slice", DAEMONS_NODE_HOW,
-                    f": system.slice's re-reads within {DAEMON_REFAULT_WINDOW_S:g} s, of its memory")
+                    f": system.slice's re-reads within {DAEMON_REFAULT_WINDOW_S:g} s, of its memory that is not "
+                    "anonymous")
 
 
 def _daemons_reclaim(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:

@@ -258,6 +258,10 @@ def allocatable_copy_origin(threshold: Threshold) -> Signal | None:
 
 # The keys of EvictdConfiguration's stall maps: hard, soft, soft grace periods, minimum reclaims.
 STALL_FIELDS = ("stallEvictionHard", "stallEvictionSoft", "stallEvictionSoftGracePeriod", "stallEvictionMinimumReclaim")
+# Hard thresholds that count only where the kernel gives no PSI (no /proc/pressure/memory): the refault signals
+# standing in for the memory stall signal there (docs/configuration.md, "Thrash without PSI").
+WITHOUT_PSI_FIELD = "stallEvictionHardWithoutPSI"
+WITHOUT_PSI_SIGNALS = (Signal.DAEMONS_REFAULT, Signal.MEMORY_REFAULT)
 _STALL_PERCENT = re.compile(r"(\d{1,3})(?:\.(\d{1,2}))?%", re.ASCII)  # "٤٠%" is no share
 
 
@@ -308,6 +312,22 @@ def parse_stall_thresholds(hard: Mapping[str, str], soft: Mapping[str, str], sof
     reclaims = _per_signal(reclaim_field, min_reclaims, _stall_min_reclaim, parse_stall_signal)
     thresholds = [Threshold(signal, value, min_reclaim=reclaims.get(signal)) for signal, value in hard_values.items()]
     return _with_grace_periods(thresholds, soft_values, grace_periods, reclaims, grace_field)
+
+
+def parse_without_psi_thresholds(without_psi: Mapping[str, str], hard: Mapping[str, str]) -> list[Threshold]:
+    """Return the hard thresholds of `WITHOUT_PSI_FIELD`: refault signals only (`WITHOUT_PSI_SIGNALS`), none also in
+    stallEvictionHard (`hard`); ConfigError located at the offending entry."""
+    values = _per_signal(WITHOUT_PSI_FIELD, without_psi, _stall_value, parse_stall_signal)
+    accepted = ", ".join(WITHOUT_PSI_SIGNALS)
+    for name in without_psi:
+        signal = parse_stall_signal(name)
+        if signal not in WITHOUT_PSI_SIGNALS:
+            raise ConfigError(f"{signal} needs PSI, so it cannot stand in where the kernel has none (accepted: "
+                              f"{accepted})").at(f"{WITHOUT_PSI_FIELD}[{name}]", without_psi[name])
+        if name in hard:
+            raise ConfigError(f"{signal} is in stallEvictionHard too, where it counts on every kernel: keep one"
+                              ).at(f"{WITHOUT_PSI_FIELD}[{name}]", without_psi[name])
+    return [Threshold(signal, value) for signal, value in values.items()]
 
 
 # --- containerfs derivation (KUBELET_SPEC §4.2) --------------------------------------------------------

@@ -32,7 +32,7 @@ from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_protection import read_node_cgroups
 from evictd.adapters.notifiers import Waiter
 from evictd.adapters.oom_counters import OomCounters
-from evictd.adapters.protection_facts import read_protection_facts
+from evictd.adapters.protection_facts import node_psi_missing, read_protection_facts
 from evictd.adapters.self_protection import (
     LOCK_FLAG_NAMES,
     lock_memory,
@@ -439,7 +439,8 @@ def build_daemon(
     unusable settings, StateLockError when a lock is still held after stateLockTimeout. `kubelet`: the node's kubelet
     configuration; `pinned_dry_run` (`--dry-run`): no label makes this evictd act."""
     limits = limits_choice(config, kubelet.eviction if kubelet is not None else None)
-    config = enforced_as_chosen(config, limits)
+    # The without-PSI thresholds join the others on a kernel that gives no PSI (`Configuration.for_kernel`).
+    config = enforced_as_chosen(config, limits).for_kernel(node_psi_missing())
     settings = config.evictd
     fmt = resolve_format(settings.log_format, stdout)
     metrics = Metrics()

@@ -1,0 +1,93 @@
+"""Turn an arena run's trace (bench/node_survival.py with EVICTD_ARENA_TRACE=1: trace-<run>.json) into one record
+for bench/results/thrash_onset.jsonl: second by second from the pressure's start, the node's MemAvailable, the share
+of the daemons' (system.slice's) memory they re-read within 2 s, of their usage and of their memory that is not
+anonymous (the daemons refault signal's base), their heartbeats in that second, and the CPU ticks of the evictd
+thread that took the most since the row before. What a thrash looks like to a kernel without PSI, to choose and
+check the signal against.
+
+    .venv/bin/python bench/arena_trace_record.py /work/arena-out/x/stand-in-evictd/trace-thrash-evictd-0.json \
+        --id thrash-onset-shipped-0 --machine "2-CPU AMD EPYC, ..." --load "0.7-1.5" --command "..." \
+        >> bench/results/thrash_onset.jsonl
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = 4096
+WINDOW_S = 2.0  # the daemons refault signal's window (src/evictd/core/daemon_refault.py)
+
+
+def seconds(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row a second (the first sample at or after each whole second) of `trace`'s samples."""
+    started, samples, beats = trace["started"], trace["samples"], trace["beats"]
+    rows: list[dict[str, Any]] = []
+    base = 0
+    last_second = -1
+    last_row: tuple[float, dict[str, Any]] | None = None
+    for at, figures in samples:
+        second = int(at - started)
+        if second == last_second:
+            continue
+        last_second = second
+        while samples[base][0] < at - WINDOW_S:
+            base += 1
+        before_at, before = samples[base]
+        span = at - before_at
+        row: dict[str, Any] = {"s": round(at - started, 1), "availableMib": figures["MemAvailable"] >> 20,
+                               "beats": sum(1 for beat in beats if at - 1.0 <= beat < at)}
+        if span >= 1.0 and "sys.workingset_refault_file" in figures:
+            reread = (figures["sys.workingset_refault_file"] - before["sys.workingset_refault_file"]) * PAGE
+            reread *= WINDOW_S / span
+            usage = figures["sys.anon"] + figures["sys.file"]
+            row["ofUsagePct"] = round(100 * reread / usage, 1)
+            row["ofNotAnonPct"] = round(100 * reread / max(figures["sys.file"], 32 << 20), 1)
+        if last_row is not None:
+            # Since the last row: a sample's time is when it began, and a reading blocked in the kernel ends later.
+            prev_at, prev = last_row
+            ticks = {key[4:]: value - prev.get(key, value) for key, value in figures.items() if key.startswith("cpu.")}
+            busiest = max(ticks.items(), key=lambda item: item[1], default=None)
+            if busiest is not None and busiest[1] > 0:
+                row["evictdBusiestThreadTicks"] = busiest[1]
+                row["sinceLastRowS"] = round(at - prev_at, 1)
+        last_row = (at, figures)
+        rows.append(row)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trace", type=Path)
+    parser.add_argument("--id", required=True)
+    parser.add_argument("--machine", required=True)
+    parser.add_argument("--load", required=True)
+    parser.add_argument("--command", required=True)
+    parser.add_argument("--commit", help="the commit the run ran (default: HEAD)")
+    parser.add_argument("--note")
+    args = parser.parse_args()
+    trace = json.loads(args.trace.read_text())
+    head = ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]
+    commit = args.commit or subprocess.run(head, capture_output=True, text=True, check=True).stdout.strip()
+    started = trace["started"]
+    gaps = [(round(a - started, 1), round(b - a, 1)) for a, b in itertools.pairwise(trace["beats"])
+            if b > started and b - a > 1.0]
+    print(json.dumps({
+        "bench": "thrash_onset", "id": args.id, "machine": args.machine, "load": args.load,
+        "date": datetime.date.today().isoformat(), "commit": commit, "command": args.command,
+        "daemonGapsOver1s": gaps, "evictionsAtS": [round(e["at"] - started, 1) for e in trace["evictions"]],
+        "seconds": seconds(trace), "note": args.note,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -26,6 +26,11 @@ and every run starts from the same cold cache.
   sets) and a Guaranteed pod: the pod's page cache pushes the daemons' files out while nobody needs evicting.
   Sized for a 1.5 GiB node (--mem-mib 1536), the issue's guest. The run ends 5 s after the stream.
   ``backup-pod-long``: the same, the file read `BACKUP_POD_LONG_PASSES` times.
+* ``thrash-two-growers`` (issue #74's new shapes): ``thrash`` with a second BestEffort pod growing at
+  `SLOW_GROWER_RATE_MIB_S` beside the grower: both grow, the ranking picks.
+* ``thrash-moving-daemon``: ``thrash`` whose system daemon's hot set moves: of a `MOVING_DAEMON_MIB` file it
+  touches a `MOVING_WINDOW_MIB` window every 100 ms, the window `MOVING_STEP_MIB` further on after each pass
+  (`MOVING_HEARTBEAT`), so that its re-reads are not always the same pages.
 
 The daemon of the other workloads is node_survival_workloads.HEARTBEAT, unchanged (`daemon_argv`).
 
@@ -180,6 +185,30 @@ with open(sys.argv[1], "a", buffering=1) as beats:
 """
 
 
+# thrash-two-growers: the second grower's rate, a third of the grower's, still over POD_GROWTH_MIN_BYTES in 10 s.
+SLOW_GROWER_RATE_MIB_S = 3.0
+# thrash-moving-daemon: the daemon's file, the window it touches each pass, and how far the window moves a pass.
+MOVING_DAEMON_MIB = 300
+MOVING_WINDOW_MIB = 100
+MOVING_STEP_MIB = 10
+
+# The system daemon whose hot set moves: argv BEATS_FILE; the line before sets FILE, WINDOW and STEP (bytes).
+MOVING_HEARTBEAT = r"""
+import mmap, os, sys, time
+pages = memoryview(mmap.mmap(os.open(FILE, os.O_RDONLY), 0, prot=mmap.PROT_READ))
+size, start = len(pages), 0
+with open(sys.argv[1], "a", buffering=1) as beats:
+    while True:
+        end = start + WINDOW
+        bytes(pages[start:min(end, size):4096])
+        if end > size:
+            bytes(pages[0:end - size:4096])
+        beats.write(f"{time.monotonic():.3f}\n")
+        start = (start + STEP) % size
+        time.sleep(0.1)
+"""
+
+
 # backup-pod (issue 74): a BestEffort pod streams a file of BACKUP_POD_FILE_MIB twice beside the thrash's file-backed
 # system daemon and kubelet stand-in and the Guaranteed pod, as the issue's guest (1.5 GiB: --mem-mib 1536) did. The
 # run ends 5 s after the stream is done, or BACKUP_POD_HOLD_S after the start.
@@ -210,10 +239,12 @@ class FilePodSpec(PodSpec):
 class PageCacheWorkload(Workload):
     daemon_file_mib: int = 0  # the system daemon's file-backed working set (0: node_survival_workloads.HEARTBEAT)
     kubelet_file_mib: int = 0  # the kubelet stand-in's (stand-in backend; 0: no kubelet heartbeat)
+    daemon_moves: bool = False  # the daemon's hot set moves (MOVING_HEARTBEAT over its file)
 
 
 THRASH, ACTIVE_FILE, BACKUP_POD, BACKUP_POD_LONG = "thrash", "active-file", "backup-pod", "backup-pod-long"
-PAGECACHE_WORKLOADS = (THRASH, ACTIVE_FILE, BACKUP_POD, BACKUP_POD_LONG)
+THRASH_TWO_GROWERS, THRASH_MOVING_DAEMON = "thrash-two-growers", "thrash-moving-daemon"
+PAGECACHE_WORKLOADS = (THRASH, ACTIVE_FILE, BACKUP_POD, BACKUP_POD_LONG, THRASH_TWO_GROWERS, THRASH_MOVING_DAEMON)
 
 
 def disk() -> Path:
@@ -226,12 +257,16 @@ def file_path(name: str, mib: int) -> Path:
 
 def pagecache_workload(name: str, mem_total_mib: int) -> PageCacheWorkload:
     """The page-cache workload `name` for a node of `mem_total_mib`; KeyError for another name."""
-    if name == THRASH:
+    if name in (THRASH, THRASH_TWO_GROWERS, THRASH_MOVING_DAEMON):
         reader = FilePodSpec("reader", "burstable", THRASH_READER_REQUEST_MIB, None, 0.0, 0.0, False,
                              file_mib=THRASH_READER_MIB, mode="mmap-loop", period_s=THRASH_READER_PERIOD_S)
-        grower = PodSpec("grower", "besteffort", None, None, THRASH_RATE_MIB_S, 0.0, True)
-        return PageCacheWorkload(name, (guaranteed_pod(), reader, grower), daemon_file_mib=THRASH_DAEMON_MIB,
-                                 kubelet_file_mib=THRASH_KUBELET_MIB)
+        growers: tuple[PodSpec, ...] = (PodSpec("grower", "besteffort", None, None, THRASH_RATE_MIB_S, 0.0, True),)
+        if name == THRASH_TWO_GROWERS:
+            growers += (PodSpec("slow-grower", "besteffort", None, None, SLOW_GROWER_RATE_MIB_S, 0.0, True),)
+        moves = name == THRASH_MOVING_DAEMON
+        return PageCacheWorkload(name, (guaranteed_pod(), reader, *growers),
+                                 daemon_file_mib=MOVING_DAEMON_MIB if moves else THRASH_DAEMON_MIB,
+                                 kubelet_file_mib=THRASH_KUBELET_MIB, daemon_moves=moves)
     if name == ACTIVE_FILE:
         reader = FilePodSpec("reader", "besteffort", None, None, 0.0, 0.0, False, file_mib=ACTIVE_FILE_MIB,
                              mode="read-twice")
@@ -262,6 +297,9 @@ def daemon_argv(spec: Workload, beats: Path) -> tuple[str, ...]:
     mib = getattr(spec, "daemon_file_mib", 0)
     if not mib:
         return HEARTBEAT, str(beats)
+    if getattr(spec, "daemon_moves", False):
+        return (f"FILE, WINDOW, STEP = {str(file_path('daemon', mib))!r}, {MOVING_WINDOW_MIB * MiB}, "
+                f"{MOVING_STEP_MIB * MiB}\n" + MOVING_HEARTBEAT, str(beats))
     return f"FILE = {str(file_path('daemon', mib))!r}\n" + FILE_HEARTBEAT, str(beats)
 
 

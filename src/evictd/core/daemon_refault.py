@@ -26,7 +26,7 @@ DAEMON_REFAULT_WINDOW_S = 2.0
 # The shortest span a figure is made over (scaled up): a figure is then at most twice its span's rate.
 DAEMON_REFAULT_MIN_SPAN_S = 1.0
 # A base reading older than this (two windows) gives way to the newest at least `DAEMON_REFAULT_MIN_SPAN_S` old: a
-# 10 s housekeeping gap averages a quiet past into the last window's re-reads (the arena's thrash: 6.9 s stalls).
+# 10 s housekeeping gap averages a quiet past into the last window's re-reads.
 DAEMON_REFAULT_STALE_S = 2 * DAEMON_REFAULT_WINDOW_S
 # The watch wakes the loop once at this part of a share, so that the cycle it wakes at the share has a fresh base.
 DAEMONS_BASELINE_SHARE = 0.5

@@ -6,7 +6,6 @@ wakes a real Waiter once when one is met, then idles until the next cycle arms i
 
 from __future__ import annotations
 
-import itertools
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from test_cgroups import ROLE_TO_READING, TREES, copy_tree, write_v1_figures
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.notifiers import Waiter
-from evictd.adapters.sensors import TargetWatch, memory_watch
+from evictd.adapters.sensors import memory_watch
 from evictd.core.signals import Reading
 from evictd.core.wake import MIN_PERIOD_S, STEADY_MAX_PERIOD_S, Target, Wake, steady_max_period_s
 
@@ -269,24 +268,3 @@ def test_armed_accounted_on_v1_the_watch_wakes_only_for_a_working_set_the_statis
         assert waiter.wait(5.0) == [Wake.MEMORY_WATCH]
     finally:
         waiter.close()
-
-
-def test_slow_looks_are_spaced_out_so_that_the_watch_takes_a_tenth_of_its_time_at_most() -> None:
-    """Where reading cgroupfs is slow (a one-CPU node in reclaim), a look that took 50 ms waits ten times that
-    before the next, however near the threshold: about 2 looks a second, not 50 (the pace of a fast look)."""
-    readings: list[float] = []
-
-    def slow_working_set() -> int:  # 112 MiB available of 512, the threshold at 100 MiB: the fast pace
-        readings.append(time.monotonic())
-        time.sleep(0.05)
-        return 400 * MI
-
-    watch = TargetWatch({Reading.PODS_MEMORY: slow_working_set}, 10.0, monotonic=time.monotonic)
-    try:
-        watch.look_for([target(100 * MI)], time.monotonic())
-        time.sleep(2.0)
-        assert 2 <= len(readings) <= 6, f"{len(readings)} slow looks in 2 s (at the fast pace: about 28)"
-        # (The arming's own wake-up may bring a second look at once after the first.)
-        assert min(later - earlier for earlier, later in itertools.pairwise(readings[1:])) >= 0.45
-    finally:
-        watch.close()

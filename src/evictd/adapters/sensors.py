@@ -30,12 +30,6 @@ from evictd.core.daemon_refault import daemon_share_base
 from evictd.core.errors import SampleError
 from evictd.core.signals import Reading
 
-# A memory watch's look takes at most this share of its thread's time: where reading cgroupfs is slow (a one-CPU node
-# in reclaim: 1.3 s of CPU in 6 s, the loop none), it looks less often rather than take the CPU the loop needs.
-LOOK_WALL_SHARE = 0.1
-# A look slower than this is slow (a normal one is three small reads, well under a millisecond); faster ones are paced
-# by their targets alone, so that a busy machine's scheduling noise never slows them.
-SLOW_LOOK_S = 0.005
 # On v2, a look's cost is measured over this many looks at a time: about two 10 ms ticks of a tick-accounting kernel.
 LOOK_COST_WINDOW = 32
 
@@ -203,7 +197,6 @@ class TargetWatch(WatchThread):
         targets, held, armed_at, seen, accounted = armed
         readers = self._accounted_readers if accounted else self._readers
         steady_max_s = self._steady_max_s()
-        began = self._monotonic()
         if self._released == generation:
             held = ()
         last = self._last_read[1] if self._last_read[0] == generation else seen
@@ -225,10 +218,7 @@ class TargetWatch(WatchThread):
         if found.met is not None:
             self.description = found.met.description
             self._signal_loop()
-        spent = now - began
-        if found.period_s is None or spent < SLOW_LOOK_S:
-            return found.period_s
-        return max(found.period_s, spent / LOOK_WALL_SHARE)
+        return found.period_s
 
 
 def memory_watch(cgroups: CgroupReader, interval_s: float, *, monotonic: Callable[[], float],

@@ -171,3 +171,28 @@ def test_while_a_stall_eviction_settles_pressure_is_held_and_psi_wakes_no_cycle_
     assert state.held == (not assessment.stale_signals)
     assert sensed(state, ("psi",))[1] == plan, "a PSI wake-up of the stall already decided earns no cycle"
     assert plan.wait_s(0.01) == pytest.approx(STALL_SETTLE_S - 0.5 + GRACE_END_MARGIN_S)
+
+
+@pytest.mark.parametrize(("soft", "held"), [
+    pytest.param(True, False, id="a-soft-threshold-in-its-grace-decided-nothing-yet"),
+    pytest.param(False, True, id="a-hard-threshold-met-is-acted-on"),
+])
+def test_a_stalls_wake_up_earns_a_cycle_while_a_soft_memory_threshold_waits_for_its_grace(soft: bool,
+                                                                                         held: bool) -> None:
+    """The 2-CPU arena node's thrash with PSI: memory.available<500Mi (soft, 90 s) was met, and the PSI firings of
+    the stall that followed earned no cycle, so the hard stall threshold was met only at the next 10 s tick (relief
+    24.6 / 32.3 s against 13.3 / 13.4 s). A soft threshold in its grace period holds nothing: a firing is news."""
+    node = summary(memory=800 * Mi, time=stamp(1), pods=STATS)
+    kind = {"evictionSoft": {"memory.available": "1Gi"}, "evictionSoftGracePeriod": {"memory.available": "90s"}} \
+        if soft else {"evictionHard": {"memory.available": "1Gi"}}
+    thresholds = tuple(parse_threshold_config(("pods",), kind.get("evictionHard", {}), kind.get("evictionSoft", {}),
+                                              kind.get("evictionSoftGracePeriod", {}), {}))
+    config = EngineConfig(thresholds=thresholds)
+    _, assessment = assess(EngineState(), config, FsLayout(), summary_from_dict(node),
+                           [pod_from_dict(p) for p in PODS], now=100.0)
+    assert [status.grace_met for status in assessment.thresholds] == [not soft]
+    state, plan = after_cycle(WakeState(10.0), CycleSeen.of(100.0, thresholds, assessment, crossing_unconfirmed=False,
+                                                             eviction_failed=False, acted=False), 100.01)
+    assert state.held is held
+    woken = sensed(state, ("psi",))[1]
+    assert (woken == plan) is held, "held: the firing keeps the deadline; else it makes a cycle due"

@@ -192,8 +192,11 @@ class CycleSeen:
            withheld: str | None = None, crossing_unaccounted: bool = False) -> CycleSeen:
         """The one place a cycle's report becomes what the schedule and the sensors see."""
         met = tuple(status.threshold for status in assessment.thresholds)
+        # Held: a threshold it could act on (a soft one still in its grace period decided nothing yet, so a stall's
+        # wake-up meanwhile is news), its stats fresh, no eviction failed.
+        acting = any(status.grace_met for status in assessment.thresholds)
         return cls(started_at, frozenset(t for t in met if spec_of(t.signal).is_memory),
-                   held=bool(met and not assessment.stale_signals and not eviction_failed),
+                   held=bool(acting and not assessment.stale_signals and not eviction_failed),
                    crossing_unconfirmed=crossing_unconfirmed, crossing_unaccounted=crossing_unaccounted,
                    near_crossing=near_crossing(thresholds, assessment.observations),
                    unmet_near=near_unmet_crossing(thresholds, assessment.observations),

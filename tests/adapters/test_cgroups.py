@@ -305,6 +305,7 @@ def test_the_working_set_alone_reads_no_limit(tree: Tree, role: str, tmp_path: P
     got = CgroupReader(tree.layout(root)).memory(cgroup, working_set_only=True)
     assert got.working_set_bytes == ROLE_TO_READING[role].working_set_bytes
     assert got.limit_bytes is None
+    assert got.anon_bytes is None, "a look needs the working set alone"
 
 
 def test_working_set_is_floored_at_zero(tmp_path: Path) -> None:

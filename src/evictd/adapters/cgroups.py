@@ -124,7 +124,8 @@ class CgroupLayout:
 class MemoryReading:
     """Memory of one cgroup; ``limit_bytes`` is None when the cgroup is unlimited; ``unfolded_bytes``: of the v1 pods
     cgroup, the usage its memory.stat does not account for yet beyond the kernel's per-CPU batches (0: settled), None
-    elsewhere or when a figure is missing."""
+    elsewhere or when a figure is missing; ``anon_bytes``: its anonymous memory (None: not printed, cgroup v1's
+    settled reading, or a working set read alone)."""
 
     usage_bytes: int
     inactive_file_bytes: int
@@ -236,7 +237,7 @@ class CgroupReader:
             data = self._read_memory(path)
             usage = sum(flat_keyed_value(path, data, key) for key in V2_ROOT_USAGE_KEYS)
             inactive_file = flat_keyed_value(path, data, V2_INACTIVE_FILE_KEY)
-            anon = optional_keyed_value(path, data, V2_ANON_KEY)
+            anon = None if working_set_only else optional_keyed_value(path, data, V2_ANON_KEY)
             limit = None
         else:
             read = self._read_memory
@@ -245,7 +246,7 @@ class CgroupReader:
             stat_path = folder + "/memory.stat"
             stat = read(stat_path)
             inactive_file = flat_keyed_value(stat_path, stat, V2_INACTIVE_FILE_KEY)
-            anon = optional_keyed_value(stat_path, stat, V2_ANON_KEY)
+            anon = None if working_set_only else optional_keyed_value(stat_path, stat, V2_ANON_KEY)
             if settled:
                 usage = settled_usage(usage, _uint(path, read(path)))
             limit = None if working_set_only else _v2_limit(folder + "/memory.max", read)
@@ -301,25 +302,25 @@ class CgroupReader:
 
     def _v1_reading(self, files: tuple[str, ...], *,
                     with_limit: bool) -> tuple[int, int, int | None, int | None]:
-        """Usage, total_inactive_file, limit (`with_limit`, else None) and total_rss of a v1 memory cgroup, each file
-        once."""
+        """Usage, total_inactive_file, limit and total_rss (the last two with `with_limit`, else None) of a v1 memory
+        cgroup, each file once."""
         got = self._kept.read_many(files) if self._keep_memory else (None,) * len(files)
         return self._v1_parse(files, got, with_limit=with_limit)
 
     @staticmethod
     def _v1_parse(files: Sequence[str], got: Sequence[bytes | None], *,
                   with_limit: bool) -> tuple[int, int, int | None, int | None]:
-        """Usage, total_inactive_file, limit and total_rss from `files` and what kept descriptors read (None: open +
-        read)."""
+        """Usage, total_inactive_file, limit and total_rss (the last two with `with_limit`, else None) from `files` and
+        what kept descriptors read (None: open + read)."""
         # The usage parsed before memory.stat is read, as `v1_usage_and_inactive_file` does.
         path, data = files[0], got[0]
         usage = _uint(path, read_file(path) if data is None else data)
         path, data = files[1], got[1]
         stat = read_file(path) if data is None else data
         inactive_file = flat_keyed_value(path, stat, V1_INACTIVE_FILE_KEY)
+        if not with_limit:  # the memory watch's look: the working set alone
+            return usage, inactive_file, None, None
         anon = optional_keyed_value(path, stat, V1_ANON_KEY)
-        if not with_limit:
-            return usage, inactive_file, None, anon
         path, data = files[2], got[2]
         return usage, inactive_file, _limit(_uint(path, read_file(path) if data is None else data)), anon
 
@@ -591,14 +592,14 @@ def flat_keyed_value(path: str, data: bytes, key: bytes) -> int:
     return _uint(path, data[start:] if end < 0 else data[start:end])
 
 
+def has_key(data: bytes, key: bytes) -> bool:
+    """Whether a flat-keyed file (``memory.stat``) has a ``key`` line."""
+    return data.startswith(key + b" ") or b"\n" + key + b" " in data
+
+
 def optional_keyed_value(path: str, data: bytes, key: bytes) -> int | None:
     """`flat_keyed_value`, or None where the file has no ``key`` line (a figure only some decisions use)."""
-    try:
-        return flat_keyed_value(path, data, key)
-    except SampleError:
-        if data.startswith(key + b" ") or b"\n" + key + b" " in data:
-            raise  # there but malformed
-        return None
+    return flat_keyed_value(path, data, key) if has_key(data, key) else None
 
 
 def _limit(value: int) -> int | None:

@@ -20,6 +20,7 @@ from evictd.adapters.cgroups import (
     CgroupLayout,
     cgroup_folder,
     flat_keyed_value,
+    has_key,
     optional_keyed_value,
     read_file_if_present,
     uint_value,
@@ -51,7 +52,7 @@ def daemons_folder(layout: CgroupLayout) -> str:
 
 
 def _first_key(data: bytes, keys: tuple[bytes, ...]) -> bytes | None:
-    return next((key for key in keys if data.startswith(key + b" ") or b"\n" + key + b" " in data), None)
+    return next((key for key in keys if has_key(data, key)), None)
 
 
 def daemon_counts(layout: CgroupLayout) -> DaemonCounts | None:

@@ -70,6 +70,7 @@ from node_survival_pagecache import (  # noqa: E402
     ACTIVE_FILE_ENV,
     DAEMONS_REFAULT_ENV,
     STALL_PROTECTORS,
+    SYSTEM_MEMORY_LOW_ENV,
     TRACE_ENV,
 )
 from uml_guest import KERNELS, REPO, GuestRun, Kernel  # noqa: E402
@@ -120,9 +121,10 @@ def run_boot(out: Path, *, backend: str, protectors: Sequence[str], workloads: S
     args = ["--backend", backend, "--protectors", ",".join(protectors), "--workloads", ",".join(workloads),
             "--runs", str(runs), "--start-available-mib", str(start_available_mib),
             "--run-timeout-s", str(run_timeout_s), "--kernel-label", label.replace(" ", "_")]
-    # The active-file reader's file size and the daemons refault share, when given (bench/node_survival_pagecache.py).
-    env: dict[str, str] = {name: os.environ[name] for name in (ACTIVE_FILE_ENV, DAEMONS_REFAULT_ENV, TRACE_ENV)
-                           if name in os.environ}
+    # The active-file reader's file size, the daemons refault share, the trace and the node's own protection of its
+    # daemons, when given (bench/node_survival_pagecache.py).
+    passed = (ACTIVE_FILE_ENV, DAEMONS_REFAULT_ENV, TRACE_ENV, SYSTEM_MEMORY_LOW_ENV)
+    env: dict[str, str] = {name: os.environ[name] for name in passed if name in os.environ}
     node_setup = ""
     if backend == "real":
         # What a kubelet needs of the guest (tests/uml/guest-node.sh), the kube binaries (fails here, saying how

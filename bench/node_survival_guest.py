@@ -104,6 +104,7 @@ from node_survival_pagecache import (
     DAEMONS_RECLAIM_PROTECTOR,
     DAEMONS_REFAULT_PROTECTOR,
     STALL_PROTECTORS,
+    SYSTEM_MEMORY_LOW_ENV,
     TRACE_ENV,
     kubelet_argv,
     psi_totals,
@@ -148,9 +149,11 @@ EARLYOOM_MEMORY_MAX = 50 * MiB  # Debian's earlyoom.service MemoryMax=
 # EVICTD_ARENA_TRACE=1: each run also writes trace-<run>.json to $UML_OUT, the kernel counters a node without PSI
 # gives (node and system.slice) every SAMPLE_PERIOD_S and the heartbeats, to see when a stall begins against them.
 TRACE = os.environ.get(TRACE_ENV) == "1"
+TRACE_SITE = Path(__file__).resolve().parent / "trace_site"
 TRACE_VMSTAT = ("pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd", "pgsteal_direct", "workingset_refault_file",
                 "workingset_activate_file", "workingset_restore_file", "pgmajfault", "pgpgin", "allocstall_normal",
                 "allocstall_movable")
+SLOW_READ_S = 0.05
 TRACE_CGROUP = ("workingset_refault_file", "workingset_activate_file", "workingset_restore_file", "pgmajfault",
                 "file", "active_file", "inactive_file", "anon")
 
@@ -158,23 +161,34 @@ TRACE_CGROUP = ("workingset_refault_file", "workingset_activate_file", "workings
 def trace_counters() -> dict[str, Any]:
     """The node's /proc/vmstat and system.slice's and kubepods' memory.stat counters of TRACE_*, plus MemAvailable."""
     figures: dict[str, Any] = {}
+    began = time.monotonic()
     for line in Path("/proc/vmstat").read_text().splitlines():
         key, value = line.split()
         if key in TRACE_VMSTAT:
             figures[key] = int(value)
+    read_s = {"vmstat": time.monotonic() - began}
     for prefix, cgroup in (("sys.", "system.slice"), ("pods.", "kubepods")):
         path = CGROUP / cgroup / "memory.stat"
+        began = time.monotonic()
         if path.exists():
             for line in path.read_text().splitlines():
                 key, value = line.split()
                 if key in TRACE_CGROUP:
                     figures[prefix + key] = int(value)
+        read_s[prefix + "stat"] = time.monotonic() - began
+    began = time.monotonic()
     figures["MemAvailable"] = meminfo()["MemAvailable"]
+    read_s["meminfo"] = time.monotonic() - began
+    began = time.monotonic()
     figures.update(evictd_threads_cpu())
+    read_s["threads"] = time.monotonic() - began
+    # A read that took long (over SLOW_READ_S) is kept: where the trace itself waited.
+    figures.update({f"readS.{what}": round(took, 3) for what, took in read_s.items() if took > SLOW_READ_S})
     return figures
 
 
 _EVICTD: list[int] = []  # the running `evictd run`'s pid, found once a run
+_NAMES: dict[str, str] = {}  # its threads' names by "comm.<tid>", read once
 
 
 def evictd_threads_cpu() -> dict[str, Any]:
@@ -187,6 +201,7 @@ def evictd_threads_cpu() -> dict[str, Any]:
                     with contextlib.suppress(OSError):
                         if b"\0-m\0evictd\0run\0" in (entry / "cmdline").read_bytes():
                             _EVICTD[:] = [int(entry.name)]
+                            _NAMES.clear()
                             break
         if not _EVICTD:
             return {}
@@ -195,6 +210,12 @@ def evictd_threads_cpu() -> dict[str, Any]:
             for task in Path(f"/proc/{_EVICTD[0]}/task").iterdir():
                 fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
                 ticks[f"cpu.{task.name}"] = int(fields[11]) + int(fields[12])
+                ticks[f"kcpu.{task.name}"] = int(fields[12])  # stime alone: the kernel's work for it (reclaim too)
+                ticks[f"flt.{task.name}"] = int(fields[7]) + int(fields[9])  # its page faults, minor and major
+                if f"comm.{task.name}" not in _NAMES:
+                    with contextlib.suppress(OSError):
+                        _NAMES[f"comm.{task.name}"] = (task / "comm").read_text().strip()
+                ticks[f"comm.{task.name}"] = _NAMES.get(f"comm.{task.name}", "")
                 if fields[0] == "R":  # running: what it is in (a read: of which file)
                     with contextlib.suppress(OSError, ValueError, IndexError):
                         call = (task / "syscall").read_text().split()
@@ -283,7 +304,9 @@ class Protector:
                     *STALL_PROTECTORS,
                     EVICTD_PID, EVICTD_NO_MIN_RECLAIM, KUBELET_SAME_BESIDE_DRY_RUN):
             kubelet, evictd = evictd_documents(work, backend, name)
-            wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + EVICTD_PRIORITIES, "sh")
+            # Traced, its threads carry their names at the OS (bench/trace_site/sitecustomize.py), for the trace.
+            named = f"export PYTHONPATH={TRACE_SITE}${{PYTHONPATH:+:$PYTHONPATH}}; " if TRACE else ""
+            wrapper = ("sh", "-c", join_unit(EVICTD_UNIT, EVICTD_OOM_SCORE_ADJ) + named + EVICTD_PRIORITIES, "sh")
             self.evictd = EvictdProcess(work, kubelet=kubelet, evictd=evictd, wrapper=wrapper)
             try:
                 self.evictd.wait_event("evictd started", timeout=EVICTD_READY_S)
@@ -627,6 +650,8 @@ def one_run(backend: Any, protector: Protector, spec: Workload, index: int, args
         "kernel": {"release": platform.release(), "version": platform.version(), "label": args.kernel_label,
                    "psi": Path("/proc/pressure/memory").exists()},
         "memTotalMib": mem_total // MiB, "startAvailableMib": args.start_available_mib,
+        "systemSliceMemoryLowMib": int((CGROUP / "system.slice" / "memory.low").read_text().split()[0]
+                                       .replace("max", str(1 << 62))) // MiB,
         "durationS": ended - started, "growthMibPerS": growth, "pressurePeakMib": peak / MiB,
         "oomKills": kills, "oomKillsByClass": by_class,
         "evictions": evictions, "stopped": stopped_how, "exits": exits,
@@ -660,6 +685,10 @@ def main() -> int:
     backend_class = BACKENDS[args.backend]
     make_cgroup(backend_class.own_unit)
     (CGROUP / backend_class.own_unit / "cgroup.procs").write_text(str(os.getpid()))
+    system_low_mib = int(os.environ.get(SYSTEM_MEMORY_LOW_ENV, "0"))
+    if system_low_mib:  # the node's own protection of its daemons (an operator's MemoryLow= on system.slice)
+        subprocess.run(["mount", "-o", "remount,memory_recursiveprot", str(CGROUP)], check=True)
+        (CGROUP / "system.slice" / "memory.low").write_text(str(system_low_mib * MiB))
     Path("/proc/self/oom_score_adj").write_text(str(ARENA_OOM_SCORE_ADJ))
     work = Path("/run/survival")
     status = 0

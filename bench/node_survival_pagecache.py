@@ -107,6 +107,10 @@ DAEMONS_REFAULT_ENV = "EVICTD_ARENA_DAEMONS_REFAULT"
 DAEMONS_REFAULT_SHARE = os.environ.get(DAEMONS_REFAULT_ENV, "25%")
 # "1": each run writes its kernel counters and heartbeats to trace-<run>.json (bench/node_survival_guest.py).
 TRACE_ENV = "EVICTD_ARENA_TRACE"
+# MiB: the node's own protection of its daemons, as an operator's `systemctl set-property system.slice MemoryLow=`
+# on a systemd node (docs/deployment.md, "The node's own protection"): system.slice's memory.low, with cgroup2
+# remounted memory_recursiveprot as systemd mounts it, so the services in the slice share it.
+SYSTEM_MEMORY_LOW_ENV = "EVICTD_ARENA_SYSTEM_MEMORY_LOW_MIB"
 RECLAIM_PROTECTOR = "evictd-reclaim"
 # evictd as shipped plus reclaim before evict (issue 41; docs/configuration.md): its default budget.
 RECLAIM_SETTINGS: dict[str, object] = {"memoryReclaimBeforeEviction": True}

@@ -294,7 +294,7 @@ def test_the_share_is_of_the_daemons_memory_that_is_not_anonymous(usage: int, an
     assert daemon_memory_bytes(MemoryStats(usage_bytes=usage, rss_bytes=anon)) == expected
 
 
-def test_a_base_older_than_two_windows_gives_way_to_a_fresher_one() -> None:
+def test_a_base_older_than_a_window_gives_way_to_a_fresher_one() -> None:
     """A housekeeping tick 10 s back, then a baseline cycle 1.5 s back: the figure is the last 1.5 s's, scaled to
     the window, not the 10 s average (which would dilute a thrash that began a second ago)."""
     samples: tuple[RefaultSample, ...] = ()
@@ -307,6 +307,20 @@ def test_a_base_older_than_two_windows_gives_way_to_a_fresher_one() -> None:
                                   10.0)
     figure = daemon_refault_figure(samples, 200 * Mi)
     assert figure is not None and figure.span_s == 10.0 and figure.refaulted_basis_points == 300
+
+
+def test_cycles_a_second_and_a_half_apart_judge_the_last_span_not_the_two() -> None:
+    """The one-CPU guest's onset: woken cycles 1.6 s then 1.1 s apart, the re-reads speeding up. The newest reading
+    a window old is 2.7 s back; it averaged the slow start in (9.3 % at the second cycle, met only at the third). A
+    base older than the window gives way to the cycle before: 10.2 %, met a cycle sooner."""
+    samples: tuple[RefaultSample, ...] = ()
+    for at, count in ((0.0, 0), (1.6, 7 * Mi), (2.7, 19 * Mi)):
+        samples = next_daemon_samples(samples, RefaultSample(at, count), at)
+    figure = daemon_refault_figure(samples, 215 * Mi)
+    assert figure is not None and round(figure.span_s, 1) == 1.1
+    assert 1010 <= figure.refaulted_basis_points <= 1015  # 12 MiB in 1.1 s, scaled to 2 s, of 215 MiB: 10.1 %
+    # Against the reading 2.7 s back, as the base was: 19 MiB in 2.7 s, 6.5 %, under a 10 % threshold.
+    assert round(19 * 2 / 2.7 / 215 * 10000) < 1000
 
 
 def test_without_system_slice_or_its_counts_the_signal_is_unavailable_and_says_why(tmp_path: Path) -> None:

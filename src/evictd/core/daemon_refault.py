@@ -25,9 +25,9 @@ from evictd.core.summary import SYSTEM_CONTAINER_DAEMONS, MemoryStats, NodeStats
 DAEMON_REFAULT_WINDOW_S = 2.0
 # The shortest span a figure is made over (scaled up): a figure is then at most twice its span's rate.
 DAEMON_REFAULT_MIN_SPAN_S = 1.0
-# A base reading older than this (two windows) gives way to the newest at least `DAEMON_REFAULT_MIN_SPAN_S` old: a
-# 10 s housekeeping gap averages a quiet past into the last window's re-reads.
-DAEMON_REFAULT_STALE_S = 2 * DAEMON_REFAULT_WINDOW_S
+# A base reading older than this (a window) gives way to the newest at least `DAEMON_REFAULT_MIN_SPAN_S` old: an
+# older base averages a quieter past into the window's re-reads, a second late at a thrash's onset.
+DAEMON_REFAULT_STALE_S = DAEMON_REFAULT_WINDOW_S
 # The watch wakes the loop once at this part of a share, so that the cycle it wakes at the share has a fresh base.
 DAEMONS_BASELINE_SHARE = 0.5
 # The daemons' memory a share is taken of, at the least: one readahead (128 KiB) into a near-empty slice is no thrash.

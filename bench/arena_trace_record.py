@@ -58,6 +58,8 @@ def seconds(trace: dict[str, Any]) -> list[dict[str, Any]]:
             busiest = max(ticks.items(), key=lambda item: item[1], default=None)
             if busiest is not None and busiest[1] > 0:
                 row["evictdBusiestThreadTicks"] = busiest[1]
+                if figures.get(f"comm.{busiest[0]}"):  # traces since the threads carry their names
+                    row["evictdBusiestThread"] = figures[f"comm.{busiest[0]}"]
                 row["sinceLastRowS"] = round(at - prev_at, 1)
         last_row = (at, figures)
         rows.append(row)

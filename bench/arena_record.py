@@ -65,7 +65,10 @@ def cell_record(runs: Sequence[Mapping[str, Any]], *, record_id: str, tables: li
         "load": load, "date": date, "commit": commit,
         "settings": {"vm": vm, "mem_mib": mem_mib, "cpus": 2 if vm == "qemu" else 1,
                      "backend": first["backend"], "workload": first["workload"], "protector": first["protector"],
-                     "psi": kernel["psi"], "command": command},
+                     "psi": kernel["psi"], "command": command,
+                     # the node's own protection of its daemons, where the arena gave it (system.slice memory.low)
+                     **({"system_slice_memory_low_mib": first["systemSliceMemoryLowMib"]}
+                        if first.get("systemSliceMemoryLowMib") else {})},
         "runs": len(runs),
         "outcomes": {
             "oom_kill_runs": sum(1 for r in runs if sum(r["oomKillsByClass"].values())),

@@ -152,7 +152,10 @@ TRACE = os.environ.get(TRACE_ENV) == "1"
 TRACE_SITE = Path(__file__).resolve().parent / "trace_site"
 TRACE_VMSTAT = ("pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd", "pgsteal_direct", "workingset_refault_file",
                 "workingset_activate_file", "workingset_restore_file", "pgmajfault", "pgpgin", "allocstall_normal",
-                "allocstall_movable")
+                "allocstall_movable",
+                # compaction and migration: a locked page migrated faults again where it is touched
+                "compact_stall", "compact_migrate_scanned", "pgmigrate_success", "thp_fault_alloc",
+                "thp_collapse_alloc")
 SLOW_READ_S = 0.05
 TRACE_CGROUP = ("workingset_refault_file", "workingset_activate_file", "workingset_restore_file", "pgmajfault",
                 "file", "active_file", "inactive_file", "anon")

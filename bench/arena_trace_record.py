@@ -56,6 +56,11 @@ def seconds(trace: dict[str, Any]) -> list[dict[str, Any]]:
             prev_at, prev = last_row
             ticks = {key[4:]: value - prev.get(key, value) for key, value in figures.items() if key.startswith("cpu.")}
             busiest = max(ticks.items(), key=lambda item: item[1], default=None)
+            # Direct reclaim since the last row: tasks that allocated under the min watermark reclaimed themselves.
+            stalls = sum(figures.get(key, 0) - prev.get(key, 0) for key in ("allocstall_normal", "allocstall_movable"))
+            if stalls > 0:
+                row["allocStalls"] = stalls
+                row["directScanPages"] = figures.get("pgscan_direct", 0) - prev.get("pgscan_direct", 0)
             if busiest is not None and busiest[1] > 0:
                 row["evictdBusiestThreadTicks"] = busiest[1]
                 if figures.get(f"comm.{busiest[0]}"):  # traces since the threads carry their names

@@ -20,10 +20,9 @@ block may stay charged).
 
 from __future__ import annotations
 
-import os
+import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 from real_pod_node import RealPodNode
 
@@ -88,16 +87,16 @@ def start_tenant(real_pod: RealPodNode, level_available_bytes: int, under_level_
     `on_time`: at a real-time priority (SCHED_FIFO 1), so that its sleeps end on time on a loaded machine (the
     parallel test tier runs 4 workers on 2 cores: a normal tenant's 80 ms dip lasted over 100 ms there)."""
 
-    def prepare() -> None:
-        for hierarchy in ("memory", "pids"):
-            Path(f"/sys/fs/cgroup/{hierarchy}/{real_pod.container_cgroup}/cgroup.procs").write_text(f"{os.getpid()}\n")
-        if on_time:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-
+    # A shell joins the cgroups and execs the interpreter (at SCHED_FIFO 1 through chrt when `on_time`): all of its
+    # memory is charged to the pod from its first page. Not a `preexec_fn`: that forks the test's process, where
+    # gRPC may be loaded, and the child once died of SIGABRT before it said anything.
+    joins = " ".join(f"echo $$ > {shlex.quote(f'/sys/fs/cgroup/{hierarchy}/{real_pod.container_cgroup}/cgroup.procs')};"
+                     for hierarchy in ("memory", "pids"))
+    priority = ["chrt", "-f", "1"] if on_time else []
     working_set = real_pod.pods_limit_bytes - level_available_bytes - under_level_bytes
     pods_folder = str(real_pod.memory_file(real_pod.pods_cgroup, ""))
-    tenant = subprocess.Popen([sys.executable, "-c", TENANT, str(working_set), pods_folder, *args],
-                              stdout=subprocess.PIPE, text=True, preexec_fn=prepare)
+    tenant = subprocess.Popen(["sh", "-c", f'set -e; {joins} exec "$@"', "sh", *priority, sys.executable, "-c", TENANT,
+                               str(working_set), pods_folder, *args], stdout=subprocess.PIPE, text=True)
     assert tenant.stdout is not None
     said = tenant.stdout.readline()
     if said != "ready\n":

@@ -688,9 +688,10 @@ def main() -> int:
     backend_class = BACKENDS[args.backend]
     make_cgroup(backend_class.own_unit)
     (CGROUP / backend_class.own_unit / "cgroup.procs").write_text(str(os.getpid()))
+    # cgroup2 as systemd 247+ mounts it on a node: a slice's memory.low reaches its services.
+    subprocess.run(["mount", "-o", "remount,memory_recursiveprot", str(CGROUP)], check=True)
     system_low_mib = int(os.environ.get(SYSTEM_MEMORY_LOW_ENV, "0"))
     if system_low_mib:  # the node's own protection of its daemons (an operator's MemoryLow= on system.slice)
-        subprocess.run(["mount", "-o", "remount,memory_recursiveprot", str(CGROUP)], check=True)
         (CGROUP / "system.slice" / "memory.low").write_text(str(system_low_mib * MiB))
     Path("/proc/self/oom_score_adj").write_text(str(ARENA_OOM_SCORE_ADJ))
     work = Path("/run/survival")

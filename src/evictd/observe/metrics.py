@@ -187,6 +187,9 @@ class Metrics:
                                          registry=r)
         self.memory_locked = Gauge("evictd_memory_locked", "1 when evictd's memory is locked in RAM (lockMemory: "
                                    "mlockall at start), 0 when not (the start-up log line says why).", registry=r)
+        self.daemons_memory_low = Gauge("evictd_daemons_memory_low_bytes", "system.slice's memory.low as evictd keeps "
+                                        "it (daemonsMemoryLow), 0 while it keeps none (off, dry-run, the node's "
+                                        "own protection, unavailable: the log line says which).", registry=r)
         self.oom_score_adj = Gauge("evictd_oom_score_adj", "evictd's own oom_score_adj, read at start (after "
                                    "oomScoreAdj was applied, if set).", registry=r)
         self.protection = Gauge("evictd_protection", "1 for the state of each protection against thrash (active, off, "

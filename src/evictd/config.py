@@ -215,6 +215,7 @@ class Configuration:
                                    stand_ins=self.eviction.psi_stand_ins,
                                    memory_reclaim=self.evictd.memory_reclaim_before_eviction,
                                    daemons_reclaim=self.evictd.daemons_reclaim, reported_only=reported_only,
+                                   daemons_low=self.evictd.daemons_memory_low,
                                    daemons_unread=KUBELET_STATS_NO_DAEMONS
                                    if self.evictd.stats_source is StatsOrigin.KUBELET else None)
 

@@ -141,3 +141,21 @@ def test_fields_name_the_protection_as_metrics_label_it() -> None:
     fields = verdict(Protection.MEMORY_STALL, wanted(NODE_STALL), NO_PSI).fields()
     assert fields["protection"] == "memory_stall" and fields["state"] == "unavailable"
     assert "psi=1" in fields["how"]
+
+
+def test_the_daemons_memory_low_is_active_where_cgroup2_carries_a_slices_protection() -> None:
+    on = ProtectionWanted.of((), stall_gate=True, memory_reclaim=False, daemons_low="auto")
+    assert verdict(Protection.DAEMONS_MEMORY_LOW, on, ALL_THERE).state is State.ACTIVE
+    assert "daemonsMemoryLow: auto" in verdict(Protection.DAEMONS_MEMORY_LOW, on, ALL_THERE).detail
+    plain = ProtectionFacts(None, None, None, None, daemons_low_missing="cgroup2 ... without memory_recursiveprot")
+    found = verdict(Protection.DAEMONS_MEMORY_LOW, on, plain)
+    assert (found.state, found.detail) == (State.UNAVAILABLE, "acts as off: cgroup2 ... without memory_recursiveprot")
+    assert "memory_recursiveprot" in found.how and "MemoryLow=" in found.how
+    v1 = verdict(Protection.DAEMONS_MEMORY_LOW, on, ProtectionFacts(None, None, None, None,
+                                                                     daemons_low_missing="cgroup v1 has no memory.low"))
+    assert v1.state is State.UNAVAILABLE and "cgroup v2" in v1.how
+    assert verdict(Protection.DAEMONS_MEMORY_LOW, on, None).state is State.UNREAD
+    dry = ProtectionWanted.of((), stall_gate=True, memory_reclaim=False, daemons_low="auto", reported_only="dry run")
+    assert verdict(Protection.DAEMONS_MEMORY_LOW, dry, ALL_THERE).detail == "acts as off: dry run"
+    off = ProtectionWanted.of((), stall_gate=True, memory_reclaim=False, daemons_low="off")
+    assert verdict(Protection.DAEMONS_MEMORY_LOW, off, ALL_THERE).state is State.OFF

@@ -10,6 +10,11 @@ code (`daemon_counts`, `daemon_refault_figure`, `CgroupMemoryReclaimer`, `daemon
 * the daemons' figure of two quiet readings (the rule skips) and of two around the daemon's re-read;
 * the cache holders, the plan for that figure, and the plan carried out: the BestEffort tier's usage and
   system.slice's page cache before and after.
+
+Then evictd's protection of the daemons (`DaemonsProtection` over the real memory.low adapter): whether cgroup2 is
+mounted `memory_recursiveprot` before and after a remount, the memory.low each step leaves (applied, written again
+after a reset to 0 as systemd's reload does, an operator's value left, dry-run and stop taking evictd's back), and
+the daemon's page cache across the same stream with evictd's memory.low and without it.
 """
 
 from __future__ import annotations
@@ -30,11 +35,14 @@ from guest_memory_reclaim import (  # beside this script: the guest runs it by p
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.daemon_cgroups import daemon_counts
+from evictd.adapters.daemons_protection import protection_unavailable, read_node_low, write_node_low
 from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
 from evictd.core.daemon_refault import DAEMON_MIN_MEMORY_BYTES, DAEMON_REFAULT_MIN_SPAN_S, daemon_refault_figure
+from evictd.core.daemons_protection import daemons_low_target, parse_daemons_low
 from evictd.core.daemons_reclaim import DaemonsReclaimHistory, DaemonsReclaimSettings, daemons_reclaim_plan
 from evictd.core.memory_reclaim import ReclaimPlan
 from evictd.core.refault import RefaultFigure, RefaultSample
+from evictd.run.daemons_protection import DaemonsProtection
 
 CGROUP = Path("/sys/fs/cgroup")
 BASE = "daemons-test"
@@ -127,5 +135,78 @@ def scenario() -> dict[str, Any]:
     }
 
 
+# evictd's memory.low in the protection scenario: above the daemon's file, well under the guest's memory.
+PROTECTION = "96Mi"
+OPERATOR_LOW = 128 << 20
+
+
+class Lines:
+    """A log that keeps its lines (event and fields) for the host-side test."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+
+    def info(self, event: str, **fields: object) -> None:
+        self.lines.append({"level": "info", "event": event, **fields})
+
+    def warning(self, event: str, **fields: object) -> None:
+        self.lines.append({"level": "warning", "event": event, **fields})
+
+
+def low_now() -> int:
+    return int((CGROUP / "system.slice" / "memory.low").read_text())
+
+
+def stream_over_daemon(daemon: Path, daemon_file: Path, backup: Path, backup_file: Path) -> dict[str, int]:
+    """The daemon reads its file in, the BestEffort pod streams its own; system.slice's page cache before and after."""
+    slice_ = CGROUP / "system.slice"
+    read_in(daemon, daemon_file)
+    before = stat(slice_, "file")
+    read_in(backup, backup_file)
+    return {"before": before, "after": stat(slice_, "file")}
+
+
+def protection() -> dict[str, Any]:
+    backup = make_cgroup(f"{BASE}/kubepods/besteffort/pod-backup")
+    daemon = make_cgroup("system.slice/daemon")
+    daemon_file, backup_file = data_file("daemon", DAEMON_FILE_MIB), data_file("backup", BACKUP_FILE_MIB)
+    os.sync()
+    layout = CgroupLayout(version=2, root=CGROUP)
+    unavailable_before = protection_unavailable(layout)
+    subprocess.run(["mount", "-o", "remount,memory_recursiveprot", str(CGROUP)], check=True)
+    unavailable = protection_unavailable(layout)
+    acting = [True]
+    gauge: list[float] = []
+    log = Lines()
+    total = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
+    keeper = DaemonsProtection(daemons_low_target(parse_daemons_low(PROTECTION), total, 0), unavailable,
+                               read=lambda: read_node_low(layout), write=lambda value: write_node_low(layout, value),
+                               acting=lambda: acting[0], log=log, gauge=gauge.append)  # type: ignore[arg-type]
+    steps: dict[str, Any] = {}
+    steps["applied"] = [str(keeper.step()), low_now()]
+    Path("/proc/sys/vm/drop_caches").write_text("3")
+    protected = stream_over_daemon(daemon, daemon_file, backup, backup_file)
+    (CGROUP / "system.slice" / "memory.low").write_text("0")  # systemd's reload resets what it owns
+    steps["afterReset"] = [str(keeper.step()), low_now()]
+    acting[0] = False
+    steps["dryRun"] = [str(keeper.step()), low_now()]
+    Path("/proc/sys/vm/drop_caches").write_text("3")
+    unprotected = stream_over_daemon(daemon, daemon_file, backup, backup_file)
+    acting[0] = True
+    (CGROUP / "system.slice" / "memory.low").write_text(str(OPERATOR_LOW))  # an operator's MemoryLow=128M
+    steps["operators"] = [str(keeper.step()), low_now()]
+    keeper.stop()
+    steps["operatorsAfterStop"] = low_now()
+    (CGROUP / "system.slice" / "memory.low").write_text("0")
+    steps["again"] = [str(keeper.step()), low_now()]
+    keeper.stop()
+    steps["stopped"] = low_now()
+    subprocess.run(["mount", "-o", "remount", str(CGROUP)], check=True)
+    clean_up(daemon_file, backup_file)
+    return {"unavailableBefore": unavailable_before, "unavailable": unavailable, "steps": steps,
+            "protected": protected, "unprotected": unprotected, "gauge": gauge, "log": log.lines}
+
+
 if __name__ == "__main__":
-    sys.exit(write_outcome("daemons-reclaim.json", scenario))
+    status = write_outcome("daemons-reclaim.json", scenario)
+    sys.exit(status or write_outcome("daemons-protection.json", protection))

@@ -4,7 +4,9 @@ One guest boot runs tests/uml/guest_daemons_reclaim.py with this checkout's ``sr
 the JSON it wrote: a daemon in system.slice whose pages a BestEffort pod's stream pushed out re-reads them, the
 kernel counts it, and evictd's figure says so; the rule then asks the BestEffort tier for the daemons' memory, and
 ``memory.reclaim`` drops that much of the stream's page cache (inactive: the tier's usage falls, its working set
-need not) without touching the daemons' cache. Quiet daemons make the rule skip. Fails, never skips, when the guest
+need not) without touching the daemons' cache. Quiet daemons make the rule skip. Then evictd's memory.low on
+system.slice (`daemonsMemoryLow`): kept, written again after a reset, left to an operator, taken back in dry-run and at
+stop; with it the same stream leaves the daemon's cache in place, without it the stream pushes it out. Fails, never skips, when the guest
 kernel is missing.
 """
 
@@ -27,16 +29,29 @@ TIER = "daemons-test/kubepods/besteffort"
 
 
 @pytest.fixture(scope="module")
-def seen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    run = boot_guest(GUEST, tmp_path_factory.mktemp("daemons-reclaim") / "out", mem_mib=MEM_MIB, timeout_s=300,
+def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    yield boot_guest(GUEST, tmp_path_factory.mktemp("daemons-reclaim") / "out", mem_mib=MEM_MIB, timeout_s=300,
                      kernel="default", disk_mib=DISK_MIB)
-    if not (run.out / "daemons-reclaim.json").exists():
-        raise AssertionError(f"the guest wrote no daemons-reclaim.json:\n{run.text('daemons-reclaim.log')[-3000:]}")
-    document: dict[str, Any] = run.json("daemons-reclaim.json")
+
+
+def outcome(run: Any, name: str) -> dict[str, Any]:
+    if not (run.out / name).exists():
+        raise AssertionError(f"the guest wrote no {name}:\n{run.text('daemons-reclaim.log')[-3000:]}")
+    document: dict[str, Any] = run.json(name)
     if "error" in document:
         raise AssertionError(f"guest scenario failed: {document['traceback']}\n"
                              f"{run.text('daemons-reclaim.log')[-3000:]}")
-    yield document
+    return document
+
+
+@pytest.fixture(scope="module")
+def seen(guest: Any) -> dict[str, Any]:
+    return outcome(guest, "daemons-reclaim.json")
+
+
+@pytest.fixture(scope="module")
+def protection(guest: Any) -> dict[str, Any]:
+    return outcome(guest, "daemons-protection.json")
 
 
 def test_quiet_daemons_reclaim_nothing(seen: dict[str, Any]) -> None:
@@ -67,3 +82,45 @@ def test_memory_reclaim_drops_the_streaming_pods_cache_and_never_the_daemons(see
     assert before["tierUsage"] - after["tierUsage"] >= asked - MiB, seen
     assert before["tierFile"] - after["tierFile"] >= asked - 2 * MiB, seen  # page cache, not anonymous memory
     assert after["daemonsFile"] >= before["daemonsFile"] - MiB, "system.slice's cache was reclaimed"
+
+
+PROTECTION_BYTES = 96 * MiB
+OPERATOR_BYTES = 128 * MiB
+
+
+def test_a_slice_protection_needs_cgroup2_mounted_with_recursive_protection(protection: dict[str, Any]) -> None:
+    """The guest mounts cgroup2 as a plain `mount -t cgroup2` does: evictd says why it keeps nothing; after a
+    remount as systemd mounts it, nothing stops it."""
+    assert "without memory_recursiveprot" in protection["unavailableBefore"], protection["unavailableBefore"]
+    assert protection["unavailable"] is None
+
+
+def test_evictd_keeps_its_memory_low_and_writes_it_again_after_a_reset(protection: dict[str, Any]) -> None:
+    steps = protection["steps"]
+    assert steps["applied"] == ["applied", PROTECTION_BYTES]
+    assert steps["afterReset"] == ["applied", PROTECTION_BYTES]  # systemd's reload wrote 0; evictd writes it again
+    assert PROTECTION_BYTES in protection["gauge"]
+
+
+def test_an_operators_memory_low_stands_and_is_never_taken_back(protection: dict[str, Any]) -> None:
+    steps = protection["steps"]
+    assert steps["operators"] == ["node's own", OPERATOR_BYTES]
+    assert steps["operatorsAfterStop"] == OPERATOR_BYTES
+    warned = [line for line in protection["log"] if line["state"] == "node's own"]
+    assert warned and "memory.low=128 MiB" in warned[0]["detail"], protection["log"]
+
+
+def test_dry_run_and_stop_take_evictds_memory_low_back(protection: dict[str, Any]) -> None:
+    steps = protection["steps"]
+    assert steps["dryRun"] == ["dry-run", 0]
+    assert steps["again"] == ["applied", PROTECTION_BYTES]
+    assert steps["stopped"] == 0
+    assert protection["gauge"][-1] == 0
+
+
+def test_with_evictds_memory_low_the_stream_leaves_the_daemons_cache(protection: dict[str, Any]) -> None:
+    """The daemon's 48 MiB file, then the BestEffort pod's 384 MiB stream through the 256 MiB guest."""
+    protected, unprotected = protection["protected"], protection["unprotected"]
+    assert protected["before"] >= 40 * MiB and unprotected["before"] >= 40 * MiB, protection
+    assert protected["after"] >= protected["before"] - 4 * MiB, protected  # kept
+    assert unprotected["after"] <= unprotected["before"] - 16 * MiB, unprotected  # pushed out without it

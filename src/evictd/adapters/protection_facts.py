@@ -12,6 +12,7 @@ import os
 from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupReader, cgroup_folder
 from evictd.adapters.daemon_cgroups import daemons_missing
+from evictd.adapters.daemons_protection import protection_unavailable
 from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
 from evictd.core.errors import SampleError
 from evictd.core.protections import ProtectionFacts
@@ -54,4 +55,5 @@ def read_protection_facts(cgroups: CgroupReader, proc_root: str = "/proc") -> Pr
     """Every fact the protections are judged on, read now. Never raises."""
     return ProtectionFacts(node_psi_missing=node_psi_missing(proc_root), pods_psi_missing=pods_psi_missing(cgroups),
                            memory_reclaim_missing=CgroupMemoryReclaimer(cgroups).unavailable(),
-                           refault_missing=refault_missing(proc_root), daemons_missing=daemons_missing(cgroups.layout))
+                           refault_missing=refault_missing(proc_root), daemons_missing=daemons_missing(cgroups.layout),
+                           daemons_low_missing=protection_unavailable(cgroups.layout, proc_root))

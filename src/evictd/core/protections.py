@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from evictd.core.daemon_refault import DAEMON_REFAULT_WINDOW_S
+from evictd.core.daemons_protection import OFF, SETTING_KEY, V1_REASON
 from evictd.core.daemons_reclaim import DAEMONS_RECLAIM_FIELD, TRIGGER_BASIS_POINTS
 from evictd.core.signals import Reading, Signal, spec_of
 from evictd.core.thresholds import WITHOUT_PSI_FIELD, Threshold, stall_share_text
@@ -34,6 +35,9 @@ DAEMONS_RECLAIM_HOW = (f"set {DAEMONS_RECLAIM_FIELD}: true in the EvictdConfigur
                        "\"Reclaim for the daemons\"); off as shipped until measured")
 DAEMONS_NODE_HOW = ("systemd's system.slice with memory accounting (DefaultMemoryAccounting=yes in "
                     "/etc/systemd/system.conf), so it is in the memory hierarchy")
+DAEMONS_LOW_HOW = f"set {SETTING_KEY}: auto in the EvictdConfiguration (the default; docs/configuration.md)"
+DAEMONS_LOW_NODE_HOW = ("cgroup v2 mounted with memory_recursiveprot (systemd 247+ mounts it so); or the node's own "
+                        "`systemctl set-property system.slice MemoryLow=...`")
 
 
 class Protection(StrEnum):
@@ -45,6 +49,7 @@ class Protection(StrEnum):
     PAGE_CACHE_REFAULT = "page_cache_refault"
     DAEMONS_REFAULT = "daemons_refault"
     DAEMONS_RECLAIM = "daemons_reclaim"
+    DAEMONS_MEMORY_LOW = "daemons_memory_low"
 
 
 class State(StrEnum):
@@ -63,6 +68,7 @@ class ProtectionFacts:
     memory_reclaim_missing: str | None
     refault_missing: str | None
     daemons_missing: str | None = None
+    daemons_low_missing: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +85,15 @@ class ProtectionWanted:
     daemons_unread: str | None = None
     standing_by: tuple[Threshold, ...] = ()
     stand_ins: tuple[str, ...] = ()
+    daemons_low: str = OFF  # the daemonsMemoryLow setting as written
 
     @classmethod
     def of(cls, thresholds: Iterable[Threshold], *, stall_gate: bool, memory_reclaim: bool,
            reported_only: str | None = None, daemons_reclaim: bool = False,
            daemons_unread: str | None = None, standing_by: Iterable[Threshold] = (),
-           stand_ins: Iterable[str] = ()) -> ProtectionWanted:
+           stand_ins: Iterable[str] = (), daemons_low: str = OFF) -> ProtectionWanted:
         return cls(tuple(thresholds), stall_gate, memory_reclaim, reported_only, daemons_reclaim, daemons_unread,
-                   tuple(standing_by), tuple(stand_ins))
+                   tuple(standing_by), tuple(stand_ins), daemons_low)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +114,7 @@ class Verdict:
 def protections(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> tuple[Verdict, ...]:
     """The verdict on each protection, in `Protection` order; `facts` None: the node was not read."""
     return (_stall(wanted, facts), _gate(wanted), _reclaim(wanted, facts), _refault(wanted, facts),
-            _daemons(wanted, facts), _daemons_reclaim(wanted, facts))
+            _daemons(wanted, facts), _daemons_reclaim(wanted, facts), _daemons_low(wanted, facts))
 
 
 def _named(wanted: ProtectionWanted, signals: Iterable[Signal]) -> str:
@@ -232,3 +239,23 @@ def _daemons_reclaim(wanted: ProtectionWanted, facts: ProtectionFacts | None) ->
     return Verdict(Protection.DAEMONS_RECLAIM, State.ACTIVE, "the pods' page cache is reclaimed while the daemons "
                    f"re-read {TRIGGER_BASIS_POINTS / 100:g}% of their memory within {DAEMON_REFAULT_WINDOW_S:g} s, "
                    "with or without a threshold (while evictd acts: not in dry-run)")
+
+
+def _daemons_low(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
+    """evictd's memory.low on system.slice: needs cgroup v2 mounted memory_recursiveprot and evictd acting."""
+    if wanted.daemons_low == OFF:
+        return Verdict(Protection.DAEMONS_MEMORY_LOW, State.OFF, f"{SETTING_KEY}: {OFF}", DAEMONS_LOW_HOW)
+    if wanted.reported_only is not None:
+        return Verdict(Protection.DAEMONS_MEMORY_LOW, State.UNAVAILABLE, f"acts as off: {wanted.reported_only}",
+                       "let evictd act (dryRun: false, and a Kubernetes API)")
+    if facts is None:
+        return Verdict(Protection.DAEMONS_MEMORY_LOW, State.UNREAD, f"{SETTING_KEY}: {wanted.daemons_low}; the "
+                       "node's cgroups not read")
+    if facts.daemons_low_missing is not None:
+        how = "cgroup v2 (systemd.unified_cgroup_hierarchy=1)" if facts.daemons_low_missing == V1_REASON \
+            else DAEMONS_LOW_NODE_HOW
+        return Verdict(Protection.DAEMONS_MEMORY_LOW, State.UNAVAILABLE, f"acts as off: {facts.daemons_low_missing}",
+                       how)
+    return Verdict(Protection.DAEMONS_MEMORY_LOW, State.ACTIVE, f"system.slice's memory.low kept at {SETTING_KEY}: "
+                   f"{wanted.daemons_low} (the start-up line `daemons' memory protection` gives its size), so the "
+                   "kernel reclaims the pods' pages before the daemons'; the node's own MemoryLow=/MemoryMin= stands")

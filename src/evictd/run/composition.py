@@ -397,7 +397,7 @@ def build_daemons_protection(basics: Basics, mode: ModeSwitch) -> DaemonsProtect
         unavailable = protection_unavailable(layout)
     target = daemons_low_target(parse_daemons_low(config.evictd.daemons_memory_low), max(total, MIB), reserved)
     return DaemonsProtection(target, unavailable, read=lambda: read_node_low(layout),
-                             write=lambda value: write_node_low(layout, value), acting=lambda: not mode.dry_run(),
+                             write=lambda value: write_node_low(layout, value), acting=lambda: not mode.reports_only(),
                              log=basics.log, gauge=basics.metrics.daemons_memory_low.set)
 
 

@@ -184,6 +184,8 @@ def protection() -> dict[str, Any]:
                                acting=lambda: acting[0], log=log, gauge=gauge.append)  # type: ignore[arg-type]
     steps: dict[str, Any] = {}
     steps["applied"] = [str(keeper.step()), low_now()]
+    counted = daemon_counts(layout)
+    steps["countedProtection"] = None if counted is None else counted.protected_bytes
     Path("/proc/sys/vm/drop_caches").write_text("3")
     protected = stream_over_daemon(daemon, daemon_file, backup, backup_file)
     (CGROUP / "system.slice" / "memory.low").write_text("0")  # systemd's reload resets what it owns
@@ -201,6 +203,8 @@ def protection() -> dict[str, Any]:
     steps["again"] = [str(keeper.step()), low_now()]
     keeper.stop()
     steps["stopped"] = low_now()
+    counted = daemon_counts(layout)
+    steps["countedAfterStop"] = None if counted is None else counted.protected_bytes
     subprocess.run(["mount", "-o", "remount", str(CGROUP)], check=True)
     clean_up(daemon_file, backup_file)
     return {"unavailableBefore": unavailable_before, "unavailable": unavailable, "steps": steps,

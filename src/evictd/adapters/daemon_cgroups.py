@@ -4,7 +4,8 @@ system.slice sits at the memory hierarchy's root whatever cgroupRoot is (as `evi
 places it); its memory.stat is hierarchical, so kubelet.service and the runtime count in it. The re-reads are the
 first of `V2_REFAULT_KEYS` (v2) or `V1_REFAULT_KEYS` (v1: the hierarchy's ``total_`` lines) the kernel prints,
 pages turned to bytes; the usage is memory.current (v2) or memory.usage_in_bytes (v1), the anonymous memory
-``anon`` (v2) or ``total_rss`` (v1) where printed. Nothing is written.
+``anon`` (v2) or ``total_rss`` (v1) where printed, and on v2 what ``memory.min``/``memory.low`` protect. Nothing is
+written.
 Invariants: no system.slice is None (`daemons_missing` says so at start), never a zero; an unreadable file or a
 malformed line raises SampleError (the cycle records it and the signal has no figure).
 """
@@ -44,6 +45,7 @@ class DaemonCounts:
     usage_bytes: int
     counted: str
     anon_bytes: int | None = None
+    protected_bytes: int | None = None  # v2: the larger of memory.min and memory.low ("max": the usage); v1: None
 
 
 def daemons_folder(layout: CgroupLayout) -> str:
@@ -71,8 +73,20 @@ def daemon_counts(layout: CgroupLayout) -> DaemonCounts | None:
     if usage is None:
         return None
     anon = optional_keyed_value(stat_path, data, V1_ANON_KEY if layout.version == 1 else V2_ANON_KEY)
-    return DaemonCounts(flat_keyed_value(stat_path, data, key) * PAGE_BYTES, uint_value(usage_path, usage),
-                        key.decode(), anon)
+    used = uint_value(usage_path, usage)
+    protected = None if layout.version == 1 else max(_protection(folder + "/memory.min", used),
+                                                     _protection(folder + "/memory.low", used))
+    return DaemonCounts(flat_keyed_value(stat_path, data, key) * PAGE_BYTES, used, key.decode(), anon, protected)
+
+
+def _protection(path: str, usage_bytes: int) -> int:
+    """A v2 protection file's bytes (absent: 0; "max": all of `usage_bytes`). Raises SampleError."""
+    data = read_file_if_present(path)
+    if data is None:
+        return 0
+    if data.strip() == b"max":
+        return usage_bytes
+    return uint_value(path, data)
 
 
 def daemons_missing(layout: CgroupLayout) -> str | None:

@@ -309,7 +309,8 @@ def daemons_refault_watch(layout: CgroupLayout, *, gated: bool, monotonic: Calla
     def read() -> RefaultRead:
         daemons = quietly(daemon_counts, layout)
         return (None if daemons is None else daemons.refault_bytes,
-                None if daemons is None else daemon_share_base(daemons.usage_bytes, daemons.anon_bytes),
+                None if daemons is None else daemon_share_base(daemons.usage_bytes, daemons.anon_bytes,
+                                                               daemons.protected_bytes),
                 _scans(proc_root))
     return RefaultWatch(Reading.DAEMONS_MEMORY_REFAULT, read, gated=gated, monotonic=monotonic)
 

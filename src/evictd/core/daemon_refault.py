@@ -4,10 +4,12 @@ The observation of ``evictd.io/daemons.refault``. The daemons are ``system.slice
 and journald are in it on systemd nodes); its memory.stat counts the page cache they had dropped and read again
 (``workingset_refault_file``; ``workingset_refault`` before 5.9; ``pgmajfault`` pages where the kernel counts
 neither, `evictd.adapters.daemon_cgroups`), on cgroup v1 and v2, with or without PSI. The figure is the
-bytes re-read over `DAEMON_REFAULT_WINDOW_S` as a share of the daemons' memory that is not anonymous (their usage
-less ``anon``, so their page cache and kernel memory; at least `DAEMON_MIN_MEMORY_BYTES`), in basis points, so a
-threshold reads as the stall signals' do ("50%"). Anonymous memory is never re-read from a file: a daemon with a
-large heap would hide its own thrash in it. Readings are kept and compared as the node's refault figure's are
+bytes re-read over `DAEMON_REFAULT_WINDOW_S` as a share of the daemons' memory the kernel may reclaim from a file:
+their usage less ``anon`` (their page cache and kernel memory), and less what ``memory.low``/``memory.min`` keep
+from reclaim beyond it (at least `DAEMON_MIN_MEMORY_BYTES`), in basis points, so a threshold reads as the stall
+signals' do ("50%"). Anonymous memory is never re-read from a file: a daemon with a large heap would hide its own
+thrash in it; protected memory is not re-read either, and a slice protected up to most of its usage would hide the
+thrash of the rest in it. Readings are kept and compared as the node's refault figure's are
 (`evictd.core.refault`), over this shorter window.
 
 Invariants: pure (`now` given), inputs never mutated. The first reading gives no figure (never a false 0); a lower
@@ -47,10 +49,12 @@ def daemon_refault_sample(memory: MemoryStats | None, now: float) -> RefaultSamp
     return RefaultSample(now, memory.reclaim.refault_file_bytes)
 
 
-def daemon_share_base(usage_bytes: int, anon_bytes: int | None) -> int:
-    """The daemons' memory a share is taken of: usage less anonymous memory (all of it where that is not read), at
-    least `DAEMON_MIN_MEMORY_BYTES`."""
-    return max(usage_bytes - min(anon_bytes or 0, usage_bytes), DAEMON_MIN_MEMORY_BYTES)
+def daemon_share_base(usage_bytes: int, anon_bytes: int | None, protected_bytes: int | None = None) -> int:
+    """The daemons' memory a share is taken of: usage less anonymous memory (all of it where that is not read), and
+    no more than their usage beyond what is protected from reclaim (`protected_bytes`; None: nothing), at least
+    `DAEMON_MIN_MEMORY_BYTES`."""
+    exposed = usage_bytes - min(protected_bytes or 0, usage_bytes)
+    return max(min(usage_bytes - min(anon_bytes or 0, usage_bytes), exposed), DAEMON_MIN_MEMORY_BYTES)
 
 
 def daemon_memory_bytes(memory: MemoryStats | None) -> int | None:
@@ -58,7 +62,8 @@ def daemon_memory_bytes(memory: MemoryStats | None) -> int | None:
     read)."""
     if memory is None or memory.usage_bytes is None:
         return None
-    return daemon_share_base(memory.usage_bytes, memory.rss_bytes)
+    return daemon_share_base(memory.usage_bytes, memory.rss_bytes,
+                             None if memory.reclaim is None else memory.reclaim.protected_bytes)
 
 
 def next_daemon_samples(samples: Sequence[RefaultSample], sample: RefaultSample | None,

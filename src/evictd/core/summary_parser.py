@@ -299,7 +299,8 @@ def _reclaim_counters(value: object, key: str) -> ReclaimCounters | None:
     return ReclaimCounters(global_scan_pages=_counter(obj, "globalScanPages", key),
                            limit_events=_counter(obj, "limitEvents", key),
                            refault_file_bytes=_counter(obj, "refaultFileBytes", key),
-                           activate_file_bytes=_counter(obj, "activateFileBytes", key))
+                           activate_file_bytes=_counter(obj, "activateFileBytes", key),
+                           protected_bytes=_counter(obj, "protectedBytes", key))
 
 
 # The share of a PSI average, in percent.

@@ -59,7 +59,8 @@ def _memory_json(memory: MemoryStats | None) -> dict[str, object] | None:
         document["reclaim"] = _fields_json((("globalScanPages", memory.reclaim.global_scan_pages),
                                             ("limitEvents", memory.reclaim.limit_events),
                                             ("refaultFileBytes", memory.reclaim.refault_file_bytes),
-                                            ("activateFileBytes", memory.reclaim.activate_file_bytes)))
+                                            ("activateFileBytes", memory.reclaim.activate_file_bytes),
+                                            ("protectedBytes", memory.reclaim.protected_bytes)))
     return document
 
 

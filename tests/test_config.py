@@ -30,6 +30,17 @@ def test_no_file_means_all_defaults() -> None:
     assert str(configuration.eviction.thresholds()[0].signal) == "memory.available"
 
 
+def test_the_daemons_memory_low_is_off_by_default_and_takes_an_unquoted_off(tmp_path: Path) -> None:
+    assert load_configuration([]).evictd.daemons_memory_low == "off"
+    assert load_configuration([write(tmp_path, "a.yaml", EVICTD + "daemonsMemoryLow: auto\n")]).evictd \
+        .daemons_memory_low == "auto"
+    # YAML 1.1 reads an unquoted off as false: still off, never "must be a string".
+    assert load_configuration([write(tmp_path, "o.yaml", EVICTD + "daemonsMemoryLow: off\n")]).evictd \
+        .daemons_memory_low == "off"
+    with pytest.raises(ConfigError, match=r"daemonsMemoryLow.*70%.*at most 50%"):
+        load_configuration([write(tmp_path, "b.yaml", EVICTD + "daemonsMemoryLow: 70%\n")])
+
+
 def test_cgroup_and_log_settings_come_from_the_kubelet_unless_evictd_overrides(tmp_path: Path) -> None:
     kubelet = write(tmp_path, "k.yaml", KUBELET + "cgroupDriver: systemd\ncgroupRoot: /custom\npodLogsDir: /logs\n")
     inherited = load_configuration([kubelet]).evictd

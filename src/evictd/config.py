@@ -20,7 +20,8 @@ from typing import Any
 from evictd.config_files import STDIN_PATHS, dropin_files, read_documents
 from evictd.core.cgroup_driver import CgroupDriver
 from evictd.core.configz import configz_document, is_configz, zero_transition_period
-from evictd.core.daemons_protection import AUTO, parse_daemons_low
+from evictd.core.daemons_protection import OFF, parse_daemons_low
+from evictd.core.daemons_protection import SETTING_KEY as DAEMONS_LOW_KEY
 from evictd.core.dropin import with_dropins
 from evictd.core.duration import format_go_duration_ns, parse_go_duration
 from evictd.core.errors import MISSING, ConfigError, DurationError, FilePath
@@ -147,8 +148,9 @@ class EvictdSettings:
                                                                               "max": MAX_BUDGET_S})
     # Reclaim for the daemons (core/daemons_reclaim.py): off until the arena measures it.
     daemons_reclaim: bool = field(default=False, metadata={"yaml": "daemonsReclaim"})
-    # system.slice's memory.low kept by evictd (core/daemons_protection.py): auto, off, a quantity or a percentage.
-    daemons_memory_low: str = field(default=AUTO, metadata={"yaml": "daemonsMemoryLow"})
+    # system.slice's memory.low kept by evictd (core/daemons_protection.py): off keeps the node's cgroups as they are;
+    # the shipped configuration sets auto.
+    daemons_memory_low: str = field(default=OFF, metadata={"yaml": "daemonsMemoryLow"})
     shutdown_timeout_s: float = field(default=15.0, metadata={"yaml": "shutdownTimeout"})
     log_format: LogFormat = field(default=LogFormat.AUTO, metadata={"yaml": "logFormat"})
     container_gc_min_age_s: float = field(
@@ -324,6 +326,9 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
             raise ConfigError(f"unknown field in {EVICTD_KIND}{did_you_mean(key, [*by_yaml, *STALL_SETTINGS])}",
                               key=key, value=value)
         default = getattr(settings, setting.name)
+        if key == DAEMONS_LOW_KEY:  # its own values, an unquoted off (YAML's false) among them
+            changes[setting.name] = parse_daemons_low(value).text
+            continue
         if default is None:  # an optional setting, unset by default: decoded as its type's values are
             default = setting.metadata["type"]()
         changes[setting.name] = _decode_setting(
@@ -342,7 +347,6 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
                                      or not NAMESPACE_NAME.match(settings.lease_namespace)):
         raise ConfigError("must be a namespace name (lower case letters, digits and '-', at most 63)",
                           key="leaseNamespace", value=settings.lease_namespace)
-    parse_daemons_low(settings.daemons_memory_low)
     if settings.eviction_api_max_candidates < 1:
         raise ConfigError("must be at least 1", key="evictionAPIMaxCandidates",
                           value=settings.eviction_api_max_candidates)

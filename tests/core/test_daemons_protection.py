@@ -30,6 +30,10 @@ def test_the_setting_takes_auto_off_a_quantity_or_a_percentage(text: str, kind: 
     assert parse_daemons_low(text).kind is kind
 
 
+def test_an_unquoted_off_which_yaml_reads_as_false_is_off() -> None:
+    assert parse_daemons_low(False).kind is SizeKind.OFF
+
+
 @pytest.mark.parametrize(("value", "says"), [("lots", "must be"), ("0", "at least 1Mi"), ("-1Gi", "at least 1Mi"),
                                              ("0%", "above 0%"), ("60%", "at most 50%"), ("x%", "must be"),
                                              (512, "must be a string"), (True, "must be a string")])

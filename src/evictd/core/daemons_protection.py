@@ -51,6 +51,8 @@ class DaemonsLow:
 def parse_daemons_low(text: object) -> DaemonsLow:
     """Return the setting `text` means; ConfigError naming the key and the value otherwise."""
     accepted = f'"{AUTO}", "{OFF}", a quantity such as "512Mi" or a percentage of the node\'s memory such as "10%"'
+    if text is False:  # YAML 1.1 reads an unquoted off (or no, false) as false
+        return DaemonsLow(SizeKind.OFF, text=OFF)
     if not isinstance(text, str):
         raise ConfigError(f"must be a string: {accepted}", key=SETTING_KEY, value=text)
     if text in (AUTO, OFF):

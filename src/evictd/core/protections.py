@@ -35,7 +35,8 @@ DAEMONS_RECLAIM_HOW = (f"set {DAEMONS_RECLAIM_FIELD}: true in the EvictdConfigur
                        "\"Reclaim for the daemons\"); off as shipped until measured")
 DAEMONS_NODE_HOW = ("systemd's system.slice with memory accounting (DefaultMemoryAccounting=yes in "
                     "/etc/systemd/system.conf), so it is in the memory hierarchy")
-DAEMONS_LOW_HOW = f"set {SETTING_KEY}: auto in the EvictdConfiguration (the default; docs/configuration.md)"
+DAEMONS_LOW_HOW = (f"set {SETTING_KEY}: auto in the EvictdConfiguration (docs/configuration.md, \"Keeping the daemons' "
+                   "memory\"); the shipped configuration does")
 DAEMONS_LOW_NODE_HOW = ("cgroup v2 mounted with memory_recursiveprot (systemd 247+ mounts it so); or the node's own "
                         "`systemctl set-property system.slice MemoryLow=...`")
 

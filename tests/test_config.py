@@ -41,6 +41,18 @@ def test_the_daemons_memory_low_is_off_by_default_and_takes_an_unquoted_off(tmp_
         load_configuration([write(tmp_path, "b.yaml", EVICTD + "daemonsMemoryLow: 70%\n")])
 
 
+def test_the_daemons_memory_low_without_psi_counts_only_on_a_kernel_without_psi(tmp_path: Path) -> None:
+    own = write(tmp_path, "w.yaml", EVICTD + "daemonsMemoryLowWithoutPSI: auto\n")
+    configuration = load_configuration([own])
+    assert configuration.for_kernel(None).evictd.daemons_memory_low == "off"
+    assert configuration.for_kernel("/proc/pressure/memory: absent").evictd.daemons_memory_low == "auto"
+    both = write(tmp_path, "b.yaml", EVICTD + "daemonsMemoryLow: 10%\ndaemonsMemoryLowWithoutPSI: 512Mi\n")
+    assert load_configuration([both]).for_kernel(None).evictd.daemons_memory_low == "10%"
+    assert load_configuration([both]).for_kernel("no PSI").evictd.daemons_memory_low == "512Mi"
+    with pytest.raises(ConfigError, match=r"daemonsMemoryLowWithoutPSI.*lots"):
+        load_configuration([write(tmp_path, "x.yaml", EVICTD + "daemonsMemoryLowWithoutPSI: lots\n")])
+
+
 def test_cgroup_and_log_settings_come_from_the_kubelet_unless_evictd_overrides(tmp_path: Path) -> None:
     kubelet = write(tmp_path, "k.yaml", KUBELET + "cgroupDriver: systemd\ncgroupRoot: /custom\npodLogsDir: /logs\n")
     inherited = load_configuration([kubelet]).evictd

@@ -22,6 +22,7 @@ from evictd.core.cgroup_driver import CgroupDriver
 from evictd.core.configz import configz_document, is_configz, zero_transition_period
 from evictd.core.daemons_protection import OFF, parse_daemons_low
 from evictd.core.daemons_protection import SETTING_KEY as DAEMONS_LOW_KEY
+from evictd.core.daemons_protection import WITHOUT_PSI_KEY as DAEMONS_LOW_WITHOUT_PSI_KEY
 from evictd.core.dropin import with_dropins
 from evictd.core.duration import format_go_duration_ns, parse_go_duration
 from evictd.core.errors import MISSING, ConfigError, DurationError, FilePath
@@ -148,9 +149,10 @@ class EvictdSettings:
                                                                               "max": MAX_BUDGET_S})
     # Reclaim for the daemons (core/daemons_reclaim.py): off until the arena measures it.
     daemons_reclaim: bool = field(default=False, metadata={"yaml": "daemonsReclaim"})
-    # system.slice's memory.low kept by evictd (core/daemons_protection.py): off keeps the node's cgroups as they are;
-    # the shipped configuration sets auto.
+    # system.slice's memory.low kept by evictd (core/daemons_protection.py): off keeps the node's cgroups as they are.
     daemons_memory_low: str = field(default=OFF, metadata={"yaml": "daemonsMemoryLow"})
+    # daemonsMemoryLow where the kernel gives no PSI ("": as daemonsMemoryLow); the shipped configuration sets auto.
+    daemons_memory_low_without_psi: str = field(default="", metadata={"yaml": "daemonsMemoryLowWithoutPSI"})
     shutdown_timeout_s: float = field(default=15.0, metadata={"yaml": "shutdownTimeout"})
     log_format: LogFormat = field(default=LogFormat.AUTO, metadata={"yaml": "logFormat"})
     container_gc_min_age_s: float = field(
@@ -198,11 +200,19 @@ class Configuration:
 
     def for_kernel(self, psi_missing: str | None) -> Configuration:
         """This configuration on a kernel that gives PSI (`psi_missing` None) or not: without it, the thresholds of
-        stallEvictionHardWithoutPSI join stallEvictionHard; with it they stand by."""
-        eviction = self.eviction
-        if psi_missing is None or not eviction.stall_hard_without_psi:
+        stallEvictionHardWithoutPSI join stallEvictionHard, and daemonsMemoryLowWithoutPSI (when set) is
+        daemonsMemoryLow; with it they stand by."""
+        if psi_missing is None:
             return self
-        return replace(self, eviction=replace(
+        configured = self
+        if self.evictd.daemons_memory_low_without_psi:
+            configured = replace(self, evictd=replace(self.evictd,
+                                                      daemons_memory_low=self.evictd.daemons_memory_low_without_psi,
+                                                      daemons_memory_low_without_psi=""))
+        eviction = configured.eviction
+        if not eviction.stall_hard_without_psi:
+            return configured
+        return replace(configured, eviction=replace(
             eviction, stall_hard={**eviction.stall_hard, **eviction.stall_hard_without_psi}, stall_hard_without_psi={},
             psi_stand_ins=tuple(eviction.stall_hard_without_psi)))
 
@@ -218,6 +228,7 @@ class Configuration:
                                    memory_reclaim=self.evictd.memory_reclaim_before_eviction,
                                    daemons_reclaim=self.evictd.daemons_reclaim, reported_only=reported_only,
                                    daemons_low=self.evictd.daemons_memory_low,
+                                   daemons_low_standing_by=self.evictd.daemons_memory_low_without_psi,
                                    daemons_unread=KUBELET_STATS_NO_DAEMONS
                                    if self.evictd.stats_source is StatsOrigin.KUBELET else None)
 
@@ -326,8 +337,8 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
             raise ConfigError(f"unknown field in {EVICTD_KIND}{did_you_mean(key, [*by_yaml, *STALL_SETTINGS])}",
                               key=key, value=value)
         default = getattr(settings, setting.name)
-        if key == DAEMONS_LOW_KEY:  # its own values, an unquoted off (YAML's false) among them
-            changes[setting.name] = parse_daemons_low(value).text
+        if key in (DAEMONS_LOW_KEY, DAEMONS_LOW_WITHOUT_PSI_KEY):  # their own values, an unquoted off among them
+            changes[setting.name] = parse_daemons_low(value, key).text
             continue
         if default is None:  # an optional setting, unset by default: decoded as its type's values are
             default = setting.metadata["type"]()

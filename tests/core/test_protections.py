@@ -159,3 +159,11 @@ def test_the_daemons_memory_low_is_active_where_cgroup2_carries_a_slices_protect
     assert verdict(Protection.DAEMONS_MEMORY_LOW, dry, ALL_THERE).detail == "acts as off: dry run"
     off = ProtectionWanted.of((), stall_gate=True, memory_reclaim=False, daemons_low="off")
     assert verdict(Protection.DAEMONS_MEMORY_LOW, off, ALL_THERE).state is State.OFF
+
+
+def test_the_daemons_memory_low_without_psi_stands_by_where_the_kernel_gives_psi() -> None:
+    standing = ProtectionWanted.of((), stall_gate=True, memory_reclaim=False, daemons_low="off",
+                                   daemons_low_standing_by="auto")
+    found = verdict(Protection.DAEMONS_MEMORY_LOW, standing, ALL_THERE)
+    assert found.state is State.OFF
+    assert "standing by: daemonsMemoryLowWithoutPSI: auto" in found.detail and found.how == ""

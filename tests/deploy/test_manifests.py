@@ -809,11 +809,11 @@ def test_the_shipped_configuration_turns_the_protections_against_thrash_on(tmp_p
     done = check_config(SYSTEMD / "config.yaml")
     assert done.returncode == 0, done.stderr
     states = {v["protection"]: v["state"] for v in json.loads(done.stdout)["protections"]}
-    # This host: PSI on the node, cgroup v1 (no memory.reclaim, no memory.low), so reclaim before evict and the
-    # daemons' memory.low are asked for but unavailable.
+    # This host: PSI on the node, cgroup v1 (no memory.reclaim), so reclaim before evict is asked for but
+    # unavailable, and the without-PSI protections stand by.
     assert states == {"memory_stall": "active", "stall_gate": "active", "reclaim_before_evict": "unavailable",
                       "page_cache_refault": "off", "daemons_refault": "off", "daemons_reclaim": "off",
-                      "daemons_memory_low": "unavailable"}
+                      "daemons_memory_low": "off"}
 
 
 def test_shipped_configurations_start_in_dry_run(tmp_path: Path) -> None:

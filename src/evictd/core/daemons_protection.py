@@ -18,6 +18,8 @@ from evictd.core.errors import ConfigError, QuantityError
 from evictd.core.quantity import Quantity
 
 SETTING_KEY = "daemonsMemoryLow"
+# Its value where the kernel gives no PSI (`evictd.config.Configuration.for_kernel`), as stallEvictionHardWithoutPSI.
+WITHOUT_PSI_KEY = "daemonsMemoryLowWithoutPSI"
 # Why nothing is kept on cgroup v1: no memory.low there (an ok finding, as `evictd.core.node_protection`'s).
 V1_REASON = "cgroup v1 has no memory.low"
 AUTO, OFF = "auto", "off"
@@ -48,30 +50,30 @@ class DaemonsLow:
     text: str = AUTO
 
 
-def parse_daemons_low(text: object) -> DaemonsLow:
-    """Return the setting `text` means; ConfigError naming the key and the value otherwise."""
+def parse_daemons_low(text: object, key: str = SETTING_KEY) -> DaemonsLow:
+    """Return the setting `text` (of `key`) means; ConfigError naming the key and the value otherwise."""
     accepted = f'"{AUTO}", "{OFF}", a quantity such as "512Mi" or a percentage of the node\'s memory such as "10%"'
     if text is False:  # YAML 1.1 reads an unquoted off (or no, false) as false
         return DaemonsLow(SizeKind.OFF, text=OFF)
     if not isinstance(text, str):
-        raise ConfigError(f"must be a string: {accepted}", key=SETTING_KEY, value=text)
+        raise ConfigError(f"must be a string: {accepted}", key=key, value=text)
     if text in (AUTO, OFF):
         return DaemonsLow(SizeKind(text), text=text)
     if text.endswith("%"):
         try:
             percent = Fraction(text[:-1])
         except (ValueError, ZeroDivisionError):
-            raise ConfigError(f"must be {accepted}", key=SETTING_KEY, value=text) from None
+            raise ConfigError(f"must be {accepted}", key=key, value=text) from None
         if not 0 < percent <= MAX_PERCENT:
             raise ConfigError(f"a percentage must be above 0% and at most {MAX_PERCENT}% ({OFF!r} turns it off)",
-                              key=SETTING_KEY, value=text)
+                              key=key, value=text)
         return DaemonsLow(SizeKind.PERCENT, percent, text)
     try:
         quantity = Quantity.parse(text)
     except QuantityError:
-        raise ConfigError(f"must be {accepted}", key=SETTING_KEY, value=text) from None
+        raise ConfigError(f"must be {accepted}", key=key, value=text) from None
     if quantity.ceil_int() < MIB:
-        raise ConfigError(f"must be at least 1Mi ({OFF!r} turns it off)", key=SETTING_KEY, value=text)
+        raise ConfigError(f"must be at least 1Mi ({OFF!r} turns it off)", key=key, value=text)
     return DaemonsLow(SizeKind.BYTES, Fraction(quantity.ceil_int()), text)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from evictd.core.daemon_refault import DAEMON_REFAULT_WINDOW_S
-from evictd.core.daemons_protection import OFF, SETTING_KEY, V1_REASON
+from evictd.core.daemons_protection import OFF, SETTING_KEY, V1_REASON, WITHOUT_PSI_KEY
 from evictd.core.daemons_reclaim import DAEMONS_RECLAIM_FIELD, TRIGGER_BASIS_POINTS
 from evictd.core.signals import Reading, Signal, spec_of
 from evictd.core.thresholds import WITHOUT_PSI_FIELD, Threshold, stall_share_text
@@ -36,7 +36,8 @@ DAEMONS_RECLAIM_HOW = (f"set {DAEMONS_RECLAIM_FIELD}: true in the EvictdConfigur
 DAEMONS_NODE_HOW = ("systemd's system.slice with memory accounting (DefaultMemoryAccounting=yes in "
                     "/etc/systemd/system.conf), so it is in the memory hierarchy")
 DAEMONS_LOW_HOW = (f"set {SETTING_KEY}: auto in the EvictdConfiguration (docs/configuration.md, \"Keeping the daemons' "
-                   "memory\"); the shipped configuration does")
+                   "memory\"); the shipped configuration sets daemonsMemoryLowWithoutPSI: auto, for kernels without "
+                   "PSI")
 DAEMONS_LOW_NODE_HOW = ("cgroup v2 mounted with memory_recursiveprot (systemd 247+ mounts it so); or the node's own "
                         "`systemctl set-property system.slice MemoryLow=...`")
 
@@ -87,14 +88,16 @@ class ProtectionWanted:
     standing_by: tuple[Threshold, ...] = ()
     stand_ins: tuple[str, ...] = ()
     daemons_low: str = OFF  # the daemonsMemoryLow setting as written
+    daemons_low_standing_by: str = ""  # daemonsMemoryLowWithoutPSI, while the kernel's PSI keeps it standing by
 
     @classmethod
     def of(cls, thresholds: Iterable[Threshold], *, stall_gate: bool, memory_reclaim: bool,
            reported_only: str | None = None, daemons_reclaim: bool = False,
            daemons_unread: str | None = None, standing_by: Iterable[Threshold] = (),
-           stand_ins: Iterable[str] = (), daemons_low: str = OFF) -> ProtectionWanted:
+           stand_ins: Iterable[str] = (), daemons_low: str = OFF,
+           daemons_low_standing_by: str = "") -> ProtectionWanted:
         return cls(tuple(thresholds), stall_gate, memory_reclaim, reported_only, daemons_reclaim, daemons_unread,
-                   tuple(standing_by), tuple(stand_ins), daemons_low)
+                   tuple(standing_by), tuple(stand_ins), daemons_low, daemons_low_standing_by)
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +248,9 @@ def _daemons_reclaim(wanted: ProtectionWanted, facts: ProtectionFacts | None) ->
 def _daemons_low(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:
     """evictd's memory.low on system.slice: needs cgroup v2 mounted memory_recursiveprot and evictd acting."""
     if wanted.daemons_low == OFF:
+        if wanted.daemons_low_standing_by and wanted.daemons_low_standing_by != OFF:
+            return Verdict(Protection.DAEMONS_MEMORY_LOW, State.OFF, f"{SETTING_KEY}: {OFF}; standing by: "
+                           f"{WITHOUT_PSI_KEY}: {wanted.daemons_low_standing_by} counts where the kernel gives no PSI")
         return Verdict(Protection.DAEMONS_MEMORY_LOW, State.OFF, f"{SETTING_KEY}: {OFF}", DAEMONS_LOW_HOW)
     if wanted.reported_only is not None:
         return Verdict(Protection.DAEMONS_MEMORY_LOW, State.UNAVAILABLE, f"acts as off: {wanted.reported_only}",

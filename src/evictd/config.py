@@ -20,9 +20,8 @@ from typing import Any
 from evictd.config_files import STDIN_PATHS, dropin_files, read_documents
 from evictd.core.cgroup_driver import CgroupDriver
 from evictd.core.configz import configz_document, is_configz, zero_transition_period
+from evictd.core.daemons_protection import KEYS as DAEMONS_LOW_KEYS
 from evictd.core.daemons_protection import OFF, parse_daemons_low
-from evictd.core.daemons_protection import SETTING_KEY as DAEMONS_LOW_KEY
-from evictd.core.daemons_protection import WITHOUT_PSI_KEY as DAEMONS_LOW_WITHOUT_PSI_KEY
 from evictd.core.dropin import with_dropins
 from evictd.core.duration import format_go_duration_ns, parse_go_duration
 from evictd.core.errors import MISSING, ConfigError, DurationError, FilePath
@@ -149,9 +148,8 @@ class EvictdSettings:
                                                                               "max": MAX_BUDGET_S})
     # Reclaim for the daemons (core/daemons_reclaim.py): off until the arena measures it.
     daemons_reclaim: bool = field(default=False, metadata={"yaml": "daemonsReclaim"})
-    # system.slice's memory.low kept by evictd (core/daemons_protection.py): off keeps the node's cgroups as they are.
+    # system.slice's memory.low kept by evictd (core/daemons_protection.py), and its value without PSI ("": the same).
     daemons_memory_low: str = field(default=OFF, metadata={"yaml": "daemonsMemoryLow"})
-    # daemonsMemoryLow where the kernel gives no PSI ("": as daemonsMemoryLow); the shipped configuration sets auto.
     daemons_memory_low_without_psi: str = field(default="", metadata={"yaml": "daemonsMemoryLowWithoutPSI"})
     shutdown_timeout_s: float = field(default=15.0, metadata={"yaml": "shutdownTimeout"})
     log_format: LogFormat = field(default=LogFormat.AUTO, metadata={"yaml": "logFormat"})
@@ -199,16 +197,13 @@ class Configuration:
         return kubelet_semantics(self.evictd.kubelet_version, self.eviction.feature_gates, no_node=no_node)
 
     def for_kernel(self, psi_missing: str | None) -> Configuration:
-        """This configuration on a kernel that gives PSI (`psi_missing` None) or not: without it, the thresholds of
-        stallEvictionHardWithoutPSI join stallEvictionHard, and daemonsMemoryLowWithoutPSI (when set) is
-        daemonsMemoryLow; with it they stand by."""
+        """This configuration on a kernel that gives PSI (`psi_missing` None: they stand by) or not: without it
+        stallEvictionHardWithoutPSI joins stallEvictionHard, daemonsMemoryLowWithoutPSI replaces daemonsMemoryLow."""
         if psi_missing is None:
             return self
-        configured = self
-        if self.evictd.daemons_memory_low_without_psi:
-            configured = replace(self, evictd=replace(self.evictd,
-                                                      daemons_memory_low=self.evictd.daemons_memory_low_without_psi,
-                                                      daemons_memory_low_without_psi=""))
+        own = self.evictd
+        configured = self if not own.daemons_memory_low_without_psi else replace(self, evictd=replace(
+            own, daemons_memory_low=own.daemons_memory_low_without_psi, daemons_memory_low_without_psi=""))
         eviction = configured.eviction
         if not eviction.stall_hard_without_psi:
             return configured
@@ -337,7 +332,7 @@ def evictd_settings(document: Mapping[str, object], kubelet: Mapping[str, object
             raise ConfigError(f"unknown field in {EVICTD_KIND}{did_you_mean(key, [*by_yaml, *STALL_SETTINGS])}",
                               key=key, value=value)
         default = getattr(settings, setting.name)
-        if key in (DAEMONS_LOW_KEY, DAEMONS_LOW_WITHOUT_PSI_KEY):  # their own values, an unquoted off among them
+        if key in DAEMONS_LOW_KEYS:  # their own values, an unquoted off among them
             changes[setting.name] = parse_daemons_low(value, key).text
             continue
         if default is None:  # an optional setting, unset by default: decoded as its type's values are

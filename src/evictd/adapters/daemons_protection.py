@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from evictd.adapters.cgroups import CgroupLayout, cgroup_folder
+from evictd.adapters.memory_reclaim import write_cgroup_value
 from evictd.adapters.node_protection import cgroup_protection
 from evictd.core.daemons_protection import V1_REASON, NodeLow
 from evictd.core.errors import SampleError
@@ -43,18 +44,11 @@ def read_node_low(layout: CgroupLayout) -> NodeLow:
 
 
 def write_node_low(layout: CgroupLayout, value: int) -> None:
-    """Write `value` bytes to system.slice's memory.low. Raises SampleError."""
+    """Write `value` bytes to system.slice's memory.low. Raises SampleError (EAGAIN too: memory.low never asks for
+    a retry)."""
     path = system_slice_low_path(layout)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise SampleError(path, exc.strerror or str(exc)) from exc
-    try:
-        os.write(fd, str(value).encode())
-    except OSError as exc:
-        raise SampleError(path, exc.strerror or str(exc)) from exc
-    finally:
-        os.close(fd)
+    if not write_cgroup_value(path, value):
+        raise SampleError(path, "the kernel asked to try again (EAGAIN)")
 
 
 def _mount_options(mountinfo: str, mount_point: str) -> set[str] | None:

@@ -57,9 +57,9 @@ class ReclaimOutcome:
         return sum(freed for _, freed in self.freed_bytes)
 
 
-def write_reclaim(path: str, amount: int) -> bool:
-    """Write `amount` bytes to the ``memory.reclaim`` at `path`; return False when the kernel reclaimed less
-    (EAGAIN). Raises SampleError for any other failure."""
+def write_cgroup_value(path: str, amount: int) -> bool:
+    """Write the integer `amount` to the cgroup file at `path`; return False when the kernel answers EAGAIN (for
+    ``memory.reclaim``: it reclaimed less). Raises SampleError for any other failure."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     except OSError as exc:
@@ -73,6 +73,10 @@ def write_reclaim(path: str, amount: int) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+# `memory.reclaim`'s write: False when the kernel reclaimed less than asked.
+write_reclaim = write_cgroup_value
 
 
 class CgroupMemoryReclaimer:

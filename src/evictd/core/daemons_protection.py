@@ -20,6 +20,7 @@ from evictd.core.quantity import Quantity
 SETTING_KEY = "daemonsMemoryLow"
 # Its value where the kernel gives no PSI (`evictd.config.Configuration.for_kernel`), as stallEvictionHardWithoutPSI.
 WITHOUT_PSI_KEY = "daemonsMemoryLowWithoutPSI"
+KEYS = (SETTING_KEY, WITHOUT_PSI_KEY)
 # Why nothing is kept on cgroup v1: no memory.low there (an ok finding, as `evictd.core.node_protection`'s).
 V1_REASON = "cgroup v1 has no memory.low"
 AUTO, OFF = "auto", "off"

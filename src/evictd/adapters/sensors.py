@@ -305,7 +305,7 @@ def node_refault_watch(*, gated: bool, monotonic: Callable[[], float], proc_root
 
 def daemons_refault_watch(layout: CgroupLayout, *, gated: bool, monotonic: Callable[[], float],
                           proc_root: str = "/proc") -> RefaultWatch:
-    """The daemons' refault watch: system.slice's re-reads, of its memory that is not anonymous."""
+    """The daemons' refault watch: system.slice's re-reads, of its memory that is neither anonymous nor protected."""
     def read() -> RefaultRead:
         daemons = quietly(daemon_counts, layout)
         return (None if daemons is None else daemons.refault_bytes,

@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,13 @@ from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.daemon_cgroups import daemon_counts
 from evictd.adapters.daemons_protection import protection_unavailable, read_node_low, write_node_low
 from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
+from evictd.config import load_configuration
 from evictd.core.daemon_refault import DAEMON_MIN_MEMORY_BYTES, DAEMON_REFAULT_MIN_SPAN_S, daemon_refault_figure
 from evictd.core.daemons_protection import daemons_low_target, parse_daemons_low
 from evictd.core.daemons_reclaim import DaemonsReclaimHistory, DaemonsReclaimSettings, daemons_reclaim_plan
 from evictd.core.memory_reclaim import ReclaimPlan
 from evictd.core.refault import RefaultFigure, RefaultSample
-from evictd.run.daemons_protection import DaemonsProtection
+from evictd.run.daemons_protection import DaemonsProtection, daemons_protection
 
 CGROUP = Path("/sys/fs/cgroup")
 BASE = "daemons-test"
@@ -175,11 +177,15 @@ def protection() -> dict[str, Any]:
     unavailable_before = protection_unavailable(layout)
     subprocess.run(["mount", "-o", "remount,memory_recursiveprot", str(CGROUP)], check=True)
     unavailable = protection_unavailable(layout)
+    # As `run` builds it from a configuration of `daemonsMemoryLow: auto` (no reservation: GKE's for 256 MiB).
+    defaults = load_configuration([])
+    built = daemons_protection(replace(defaults, evictd=replace(defaults.evictd, daemons_memory_low="auto")), layout,
+                               acting=lambda: True, log=Lines(), gauge=lambda value: None)  # type: ignore[arg-type]
     acting = [True]
     gauge: list[float] = []
     log = Lines()
     total = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
-    keeper = DaemonsProtection(daemons_low_target(parse_daemons_low(PROTECTION), total, 0), unavailable,
+    keeper = DaemonsProtection(daemons_low_target(parse_daemons_low(PROTECTION), total, 0),
                                read=lambda: read_node_low(layout), write=lambda value: write_node_low(layout, value),
                                acting=lambda: acting[0], log=log, gauge=gauge.append)  # type: ignore[arg-type]
     steps: dict[str, Any] = {}
@@ -208,6 +214,7 @@ def protection() -> dict[str, Any]:
     subprocess.run(["mount", "-o", "remount", str(CGROUP)], check=True)
     clean_up(daemon_file, backup_file)
     return {"unavailableBefore": unavailable_before, "unavailable": unavailable, "steps": steps,
+            "builtTarget": None if built is None else built.target.bytes, "memTotal": total,
             "protected": protected, "unprotected": unprotected, "gauge": gauge, "log": log.lines}
 
 

@@ -93,6 +93,9 @@ def test_a_slice_protection_needs_cgroup2_mounted_with_recursive_protection(prot
     remount as systemd mounts it, nothing stops it."""
     assert "without memory_recursiveprot" in protection["unavailableBefore"], protection["unavailableBefore"]
     assert protection["unavailable"] is None
+    # `run`'s builder then keeps one: auto, no reservation, a guest under 1 GiB: GKE's flat 255 MiB, at most the
+    # guest's memory, in whole MiB.
+    assert protection["builtTarget"] == min(255 * MiB, protection["memTotal"] // MiB * MiB)
 
 
 def test_evictd_keeps_its_memory_low_and_writes_it_again_after_a_reset(protection: dict[str, Any]) -> None:

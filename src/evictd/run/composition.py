@@ -26,14 +26,12 @@ import structlog
 
 from evictd.adapters.cgroup_kill import pod_process_killer
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader, detect_cgroup_layout
-from evictd.adapters.daemons_protection import protection_unavailable, read_node_low, write_node_low
 from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
 from evictd.adapters.mode_file import read_mode_file
 from evictd.adapters.node_pods import DiscoveredPods
 from evictd.adapters.node_protection import read_node_cgroups
 from evictd.adapters.notifiers import Waiter
 from evictd.adapters.oom_counters import OomCounters
-from evictd.adapters.procfs import mem_total_bytes
 from evictd.adapters.protection_facts import node_psi_missing, read_protection_facts
 from evictd.adapters.self_protection import (
     LOCK_FLAG_NAMES,
@@ -45,7 +43,6 @@ from evictd.adapters.self_protection import (
 )
 from evictd.clock import SYSTEM_CLOCK, Clock
 from evictd.config import Configuration, EvictdSettings, MetricsAuthorization, StatsOrigin
-from evictd.core.daemons_protection import MIB, daemons_low_target, parse_daemons_low
 from evictd.core.daemons_reclaim import DaemonsReclaimSettings
 from evictd.core.engine import EngineConfig, EngineState
 from evictd.core.errors import ConfigError, SampleError
@@ -106,7 +103,7 @@ from evictd.run.compose_node import (
     runtime_upkeep,
 )
 from evictd.run.daemon import Daemon, Hooks, LoopSettings, Part, Reporting, Wakeups, always_acting
-from evictd.run.daemons_protection import DaemonsProtection
+from evictd.run.daemons_protection import daemons_protection
 from evictd.run.followed_kubelet import FollowedKubelet
 from evictd.run.handover_report import report_handover
 from evictd.run.heap_trim import heap_trimmer
@@ -340,7 +337,8 @@ def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats
                 cluster: ClusterParts | None, state_file: EngineStateFile | None, link: RuntimeLink,
                 start_state: EngineState, health: Health) -> Hooks:
     """What runs around each cycle and at stop: metrics, logs, saved state, live view, cluster bookkeeping, runtime
-    upkeep, OOM feedback, the flight recorder and, last, the C heap's trim (the loop arms the sensors before them)."""
+    upkeep, OOM feedback, the flight recorder, the daemons' memory.low and, last, the C heap's trim (the loop arms
+    the sensors before them)."""
     settings, metrics, log = basics.settings, basics.metrics, basics.log
     reported_only = mode.reports_only
     oom_feedback = build_oom_feedback(basics, reported_only)
@@ -368,9 +366,11 @@ def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats
                                   start_state=start_state, node_name=basics.node_name, writer=basics.write_behind)
         after_cycle.append(recorder)
         on_stop.append(recorder.close)
-    protection = build_daemons_protection(basics, mode)
-    after_cycle.append(protection)
-    on_stop.append(protection.stop)
+    protection = daemons_protection(basics.config, basics.cgroup_layout, acting=lambda: not mode.reports_only(),
+                                    log=log, gauge=metrics.daemons_memory_low.set)
+    if protection is not None:
+        after_cycle.append(protection)
+        on_stop.append(protection.stop)
     trim = heap_trimmer(basics.config.eviction.thresholds())
     if trim is not None:  # after the recorder: its line on a new segment is the largest peak a cycle has
         after_cycle.append(trim)
@@ -381,24 +381,6 @@ def build_hooks(basics: Basics, observers: Observers, *, mode: ModeSwitch, stats
                  wait_for_cleanup=cluster.sync.wait_for_cleanup if cluster is not None else None, on_stop=on_stop,
                  standby=(cluster.lease.standby_reason if cluster is not None and cluster.lease is not None
                           else always_acting), mode=mode)
-
-
-def build_daemons_protection(basics: Basics, mode: ModeSwitch) -> DaemonsProtection:
-    """evictd's memory.low on system.slice (`daemonsMemoryLow`), sized on this node, written only while acting."""
-    config, layout = basics.config, basics.cgroup_layout
-    reserved = sum(item.memory_bytes or 0 for item in (config.reservation.system_reserved,
-                                                         config.reservation.kube_reserved))
-    unavailable: str | None
-    try:
-        total = mem_total_bytes()
-    except SampleError as exc:
-        total, unavailable = 0, f"the node's memory not read: {exc}"
-    else:
-        unavailable = protection_unavailable(layout)
-    target = daemons_low_target(parse_daemons_low(config.evictd.daemons_memory_low), max(total, MIB), reserved)
-    return DaemonsProtection(target, unavailable, read=lambda: read_node_low(layout),
-                             write=lambda value: write_node_low(layout, value), acting=lambda: not mode.reports_only(),
-                             log=basics.log, gauge=basics.metrics.daemons_memory_low.set)
 
 
 def build_oom_feedback(basics: Basics, reported_only: bool | Callable[[], bool]) -> OomFeedback:

@@ -1,7 +1,8 @@
 """Turn an arena run's trace (bench/node_survival.py with EVICTD_ARENA_TRACE=1: trace-<run>.json) into one record
 for bench/results/thrash_onset.jsonl: second by second from the pressure's start, the node's MemAvailable, the share
 of the daemons' (system.slice's) memory they re-read within 2 s, of their usage and of their memory that is not
-anonymous (the daemons refault signal's base), their heartbeats in that second, and the CPU ticks of the evictd
+anonymous (the daemons refault signal's base), their heartbeats in that second, their pages reclaimed and the
+reclaims below their memory.low since the row before (where traced), and the CPU ticks of the evictd
 thread that took the most since the row before. What a thrash looks like to a kernel without PSI, to choose and
 check the signal against.
 
@@ -61,6 +62,15 @@ def seconds(trace: dict[str, Any]) -> list[dict[str, Any]]:
             if stalls > 0:
                 row["allocStalls"] = stalls
                 row["directScanPages"] = figures.get("pgscan_direct", 0) - prev.get("pgscan_direct", 0)
+            # The daemons' pages reclaimed, and reclaims of them below their memory.low (traces since both are kept).
+            if "sys.pgsteal" in figures:
+                stolen = (figures["sys.pgsteal"] - prev.get("sys.pgsteal", figures["sys.pgsteal"])) * PAGE
+                if stolen > 0:
+                    row["daemonsReclaimedMib"] = round(stolen / (1 << 20), 1)
+            if "sys.events.low" in figures:
+                low = figures["sys.events.low"] - prev.get("sys.events.low", figures["sys.events.low"])
+                if low > 0:
+                    row["daemonsLowEvents"] = low
             if busiest is not None and busiest[1] > 0:
                 row["evictdBusiestThreadTicks"] = busiest[1]
                 if figures.get(f"comm.{busiest[0]}"):  # traces since the threads carry their names

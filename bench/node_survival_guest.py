@@ -158,7 +158,9 @@ TRACE_VMSTAT = ("pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd", "pgsteal_dir
                 "thp_collapse_alloc")
 SLOW_READ_S = 0.05
 TRACE_CGROUP = ("workingset_refault_file", "workingset_activate_file", "workingset_restore_file", "pgmajfault",
-                "file", "active_file", "inactive_file", "anon")
+                "file", "active_file", "inactive_file", "anon", "pgscan", "pgsteal")
+# memory.events: ``low`` counts reclaim of a cgroup below its memory.low (the kernel found nothing else to take).
+TRACE_EVENTS = ("low", "high", "max")
 
 
 def trace_counters() -> dict[str, Any]:
@@ -178,6 +180,12 @@ def trace_counters() -> dict[str, Any]:
                 key, value = line.split()
                 if key in TRACE_CGROUP:
                     figures[prefix + key] = int(value)
+        events = CGROUP / cgroup / "memory.events"
+        if events.exists():
+            for line in events.read_text().splitlines():
+                key, value = line.split()
+                if key in TRACE_EVENTS:
+                    figures[prefix + "events." + key] = int(value)
         read_s[prefix + "stat"] = time.monotonic() - began
     began = time.monotonic()
     figures["MemAvailable"] = meminfo()["MemAvailable"]

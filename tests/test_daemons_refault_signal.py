@@ -85,6 +85,30 @@ def test_the_figure(readings: list[tuple[float, int]], usage: int | None, expect
     assert (None if figure is None else figure.refaulted_basis_points) == expected
 
 
+@pytest.mark.parametrize(("low", "reclaimed", "reread", "expected", "lost"), [
+    pytest.param((3, 5), (0, 60 * Mi), 10 * Mi, 3000, 60 * Mi, id="taken-below-the-protection-counts"),
+    pytest.param((3, 5), (0, 10 * Mi), 80 * Mi, 4000, 10 * Mi, id="re-reads-when-more"),
+    pytest.param((3, 3), (0, 60 * Mi), 10 * Mi, 500, 0, id="reclaimed-above-it-no"),
+    pytest.param((None, 5), (0, 60 * Mi), 10 * Mi, 500, 0, id="events-not-read-before-no"),
+    pytest.param((3, 5), (None, 60 * Mi), 10 * Mi, 500, 0, id="reclaim-not-read-before-no"),
+    pytest.param((3, 5), (60 * Mi, 0), 10 * Mi, 500, 0, id="reclaim-count-went-back-no"),
+])
+def test_memory_reclaimed_below_the_protection_counts_as_re_read(low: tuple[int | None, int],
+                                                                 reclaimed: tuple[int | None, int], reread: int,
+                                                                 expected: int, lost: int) -> None:
+    """The kernel reclaims below system.slice's memory.low only when nothing else is left (a ``low`` event): what it
+    then takes of the daemons is their working set, re-read a second later. On the 2-CPU psi=0 node the re-reads
+    reached the threshold about a second after the daemon's last beat (docs/configuration.md, "Thrash without
+    PSI"). Of a 200 MiB slice over 2 s."""
+    samples: tuple[RefaultSample, ...] = ()
+    for at, events, stolen, count in ((0.0, low[0], reclaimed[0], 0), (2.0, low[1], reclaimed[1], reread)):
+        samples = next_daemon_samples(samples, RefaultSample(at, count, low_events=events, reclaimed_bytes=stolen),
+                                      at)
+    figure = daemon_refault_figure(samples, 200 * Mi)
+    assert figure is not None
+    assert (figure.refaulted_basis_points, figure.lost_bytes) == (expected, lost)
+
+
 def test_readings_are_kept_for_one_window_and_a_count_that_went_back_is_a_new_baseline() -> None:
     samples: tuple[RefaultSample, ...] = ()
     for at in (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0):
@@ -99,16 +123,21 @@ def test_readings_are_kept_for_one_window_and_a_count_that_went_back_is_a_new_ba
 # --- the engine's rule ---------------------------------------------------------------------------------------------
 
 
-def node(second: float, *, refaulted: object, scanned: object = 0, usage: int = USAGE) -> dict[str, Any]:
+def node(second: float, *, refaulted: object, scanned: object = 0, usage: int = USAGE,
+         low: int | None = None, reclaimed: int | None = None) -> dict[str, Any]:
     """A Summary document at `second` whose daemons re-read `refaulted` bytes since their cgroup was made (UNREAD:
-    no system.slice) and whose node's global scan count is `scanned`; the hog grows 1 MiB a second."""
+    no system.slice), with `low` reclaims below their memory.low and `reclaimed` bytes reclaimed (None: not read),
+    and whose node's global scan count is `scanned`; the hog grows 1 MiB a second."""
     stats = [pod_stats(HOG, memory=1 * Gi + int(second) * Mi), pod_stats(OTHER, memory=500 * Mi)]
     document = summary(memory=5 * Gi, memory_ws=20 * Gi, time=stamp(int(second)), pods=stats)
     if scanned is not UNREAD:
         document["node"]["memory"]["reclaim"] = {"globalScanPages": scanned}
     if refaulted is not UNREAD:
+        reclaim: dict[str, object] = {"refaultFileBytes": refaulted}
+        reclaim.update({key: value for key, value in (("lowEvents", low), ("reclaimedBytes", reclaimed))
+                        if value is not None})
         document["node"]["systemContainers"] = [{"name": SYSTEM_CONTAINER_DAEMONS, "memory": {
-            "time": stamp(int(second)), "usageBytes": usage, "reclaim": {"refaultFileBytes": refaulted}}}]
+            "time": stamp(int(second)), "usageBytes": usage, "reclaim": reclaim}}]
     return document
 
 
@@ -162,6 +191,22 @@ def test_no_system_slice_or_no_count_makes_the_signal_absent_never_guessed() -> 
     assert Signal(DAEMONS) not in unknown.observations and met(unknown) == []
 
 
+def test_a_breach_of_the_daemons_protection_meets_the_threshold_before_any_re_read() -> None:
+    """The engine on two cycles 1 s apart: the daemons re-read nothing yet, but the kernel reclaimed 60 % of their
+    200 MiB from below their memory.low (two ``low`` events) under node-wide reclaim: met, and the hog that grew
+    is evicted. Without the events the same reclaim is no evidence."""
+    before = node(0, refaulted=1 * Gi, scanned=1000, low=7, reclaimed=5 * Gi)
+    _, (_, breached) = cycles([(0.0, before),
+                               (1.0, node(1, refaulted=1 * Gi, scanned=1000 + SHORTAGE, low=9,
+                                          reclaimed=5 * Gi + 60 * Mi))])
+    assert met(breached) == [DAEMONS]
+    assert isinstance(breached.next_step, ReclaimThenEvict) and breached.next_step.threshold == HARD
+    _, (_, reclaimed) = cycles([(0.0, before),
+                                (1.0, node(1, refaulted=1 * Gi, scanned=1000 + SHORTAGE, low=7,
+                                           reclaimed=5 * Gi + 60 * Mi))])
+    assert met(reclaimed) == [] and reclaimed.observations[Signal(DAEMONS)].available.ceil_int() == 10_000
+
+
 def test_after_any_eviction_only_re_reads_read_after_it_count() -> None:
     """The daemons re-reading their files as relief lets them back in is no thrash: after the leaker's
     memory.available eviction the threshold waits for it to settle, then counts only readings from the settle's end
@@ -192,6 +237,11 @@ def test_the_block_round_trips_through_a_recorded_summary() -> None:
     (daemons,) = [c for c in summary_to_dict(parsed)["node"]["systemContainers"]
                   if c["name"] == SYSTEM_CONTAINER_DAEMONS]
     assert daemons["memory"]["reclaim"] == {"refaultFileBytes": 4096} and daemons["memory"]["usageBytes"] == USAGE
+    breached = summary_from_dict(node(0, refaulted=4096, scanned=3, low=2, reclaimed=8192))
+    assert summary_from_dict(summary_to_dict(breached)) == breached
+    (daemons,) = [c for c in summary_to_dict(breached)["node"]["systemContainers"]
+                  if c["name"] == SYSTEM_CONTAINER_DAEMONS]
+    assert daemons["memory"]["reclaim"] == {"refaultFileBytes": 4096, "lowEvents": 2, "reclaimedBytes": 8192}
 
 
 # --- the watch between cycles ----------------------------------------------------------------------------------
@@ -216,6 +266,13 @@ def test_the_watch_wakes_the_loop_at_the_share_under_reclaim() -> None:
     # so the cycle at the share compares with a reading a window back, not the last 10 s tick). At 3 s the share:
     # a wake-up; then at most one a second while it holds.
     assert woken == [False, False, True, False, False, False, True, False, True, False, True, False]
+    # No re-read yet, but 30 % of their memory reclaimed below their memory.low between two looks: a wake-up.
+    watched, breach = WatchedRefault(), []
+    for look, (events, stolen) in enumerate(((4, 0), (4, 0), (4, 0), (5, 60 * Mi))):
+        watched, woke = refault_look(DAEMONS_READING, watched, 0, USAGE, 1000 + look * SHORTAGE, look * 0.5, shares,
+                                     gated=True, low_events=events, reclaimed_bytes=stolen)
+        breach.append(woke)
+    assert breach == [False, False, False, True]
     # Gated, the same re-reads without global reclaim wake nothing.
     watched, still = WatchedRefault(), []
     for look, percent in enumerate(counts):
@@ -279,6 +336,21 @@ def test_daemon_counts(tmp_path: Path, version: int, stat: str, counted: str, pa
     assert daemons_missing(layout) is None
     # Its anonymous memory beside: v2's `anon`, v1's hierarchical `total_rss` (absent in these v1 files: None).
     assert counts.anon_bytes == (1 if version == 2 else None)
+    # No memory.events, no pgsteal line: neither read (v1 has neither).
+    assert (counts.low_events, counts.reclaimed_bytes) == (None, None)
+
+
+def test_daemon_counts_reads_the_reclaims_below_memory_low_on_v2(tmp_path: Path) -> None:
+    folder = tmp_path / "system.slice"
+    folder.mkdir()
+    (folder / "memory.stat").write_text("anon 1\nworkingset_refault_file 10\npgscan 900\npgsteal 300\n")
+    (folder / "memory.current").write_text(f"{USAGE}\n")
+    (folder / "memory.events").write_text("low 4\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n")
+    counts = daemon_counts(CgroupLayout(version=2, root=tmp_path))
+    assert counts is not None and (counts.low_events, counts.reclaimed_bytes) == (4, 300 * PAGE_BYTES)
+    (folder / "memory.events").write_text("high 0\nmax 0\n")  # a kernel without the line
+    counts = daemon_counts(CgroupLayout(version=2, root=tmp_path))
+    assert counts is not None and (counts.low_events, counts.reclaimed_bytes) == (None, 300 * PAGE_BYTES)
 
 
 @pytest.mark.parametrize(("usage", "anon", "expected"), [

@@ -197,5 +197,5 @@ def test_check_config_says_whether_the_daemons_signal_can_act_here(node: tuple[C
     (top / "system.slice").mkdir()
     present = check_config_protection(layout.root, tmp_path)
     assert (present["state"], present["detail"]) == (
-        "active", "evictd.io/daemons.refault (hard): system.slice's re-reads within 2 s, of its memory that is neither "
-        "anonymous nor protected by memory.low")
+        "active", "evictd.io/daemons.refault (hard): system.slice's re-reads within 2 s, or its memory reclaimed "
+        "below memory.low, of its memory that is neither anonymous nor protected by memory.low")

@@ -14,7 +14,9 @@ code (`daemon_counts`, `daemon_refault_figure`, `CgroupMemoryReclaimer`, `daemon
 Then evictd's protection of the daemons (`DaemonsProtection` over the real memory.low adapter): whether cgroup2 is
 mounted `memory_recursiveprot` before and after a remount, the memory.low each step leaves (applied, written again
 after a reset to 0 as systemd's reload does, an operator's value left, dry-run and stop taking evictd's back), and
-the daemon's page cache across the same stream with evictd's memory.low and without it.
+the daemon's page cache across the same stream with evictd's memory.low and without it; and the breach: the root
+asked to reclaim more than lies outside the protection, the kernel's ``low`` events and ``pgsteal`` as the daemons'
+figure reads them.
 """
 
 from __future__ import annotations
@@ -39,7 +41,12 @@ from evictd.adapters.daemon_cgroups import daemon_counts
 from evictd.adapters.daemons_protection import protection_unavailable, read_node_low, write_node_low
 from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
 from evictd.config import load_configuration
-from evictd.core.daemon_refault import DAEMON_MIN_MEMORY_BYTES, DAEMON_REFAULT_MIN_SPAN_S, daemon_refault_figure
+from evictd.core.daemon_refault import (
+    DAEMON_MIN_MEMORY_BYTES,
+    DAEMON_REFAULT_MIN_SPAN_S,
+    daemon_refault_figure,
+    daemon_share_base,
+)
 from evictd.core.daemons_protection import daemons_low_target, parse_daemons_low
 from evictd.core.daemons_reclaim import DaemonsReclaimHistory, DaemonsReclaimSettings, daemons_reclaim_plan
 from evictd.core.memory_reclaim import ReclaimPlan
@@ -168,6 +175,40 @@ def stream_over_daemon(daemon: Path, daemon_file: Path, backup: Path, backup_fil
     return {"before": before, "after": stat(slice_, "file")}
 
 
+# What the breach asks of the root: more than the guest holds outside the protection, so the kernel takes protected
+# pages too (the 256 MiB guest has no swap: its anonymous memory stays).
+BREACH_ASK = 256 << 20
+
+
+def breach(layout: CgroupLayout, daemon: Path, daemon_file: Path) -> dict[str, Any]:
+    """The daemon's file read in under the protection, then the root asked to reclaim more than lies outside it (as
+    a node with nothing else left): system.slice's ``low`` events and ``pgsteal`` before and after, the daemon's
+    cache, and the daemons' figure of the two readings (a span of the figure's minimum)."""
+    Path("/proc/sys/vm/drop_caches").write_text("3")
+    read_in(daemon, daemon_file)
+    slice_ = CGROUP / "system.slice"
+    first, file_before = daemon_counts(layout), stat(slice_, "file")
+    started = time.monotonic()
+    refused = None
+    try:
+        (CGROUP / "memory.reclaim").write_text(str(BREACH_ASK))
+    except OSError as exc:  # EAGAIN: it reclaimed less than asked, which is the point
+        refused = exc.errno
+    time.sleep(max(0.0, DAEMON_REFAULT_MIN_SPAN_S + 0.05 - (time.monotonic() - started)))
+    second = daemon_counts(layout)
+    ended = time.monotonic()
+    assert first is not None and second is not None, "system.slice counts no re-reads"
+    samples = tuple(RefaultSample(at, counts.refault_bytes, low_events=counts.low_events,
+                                  reclaimed_bytes=counts.reclaimed_bytes)
+                    for at, counts in ((started, first), (ended, second)))
+    figure = daemon_refault_figure(samples, daemon_share_base(second.usage_bytes, second.anon_bytes,
+                                                              second.protected_bytes))
+    return {"low": [first.low_events, second.low_events], "reclaimed": [first.reclaimed_bytes, second.reclaimed_bytes],
+            "file": [file_before, stat(slice_, "file")], "refused": refused, "spanS": ended - started,
+            "lostBytes": None if figure is None else figure.lost_bytes,
+            "figureBp": None if figure is None else figure.refaulted_basis_points}
+
+
 def protection() -> dict[str, Any]:
     backup = make_cgroup(f"{BASE}/kubepods/besteffort/pod-backup")
     daemon = make_cgroup("system.slice/daemon")
@@ -192,6 +233,7 @@ def protection() -> dict[str, Any]:
     steps["applied"] = [str(keeper.step()), low_now()]
     counted = daemon_counts(layout)
     steps["countedProtection"] = None if counted is None else counted.protected_bytes
+    breached = breach(layout, daemon, daemon_file)
     Path("/proc/sys/vm/drop_caches").write_text("3")
     protected = stream_over_daemon(daemon, daemon_file, backup, backup_file)
     (CGROUP / "system.slice" / "memory.low").write_text("0")  # systemd's reload resets what it owns
@@ -215,7 +257,8 @@ def protection() -> dict[str, Any]:
     clean_up(daemon_file, backup_file)
     return {"unavailableBefore": unavailable_before, "unavailable": unavailable, "steps": steps,
             "builtTarget": None if built is None else built.target.bytes, "memTotal": total,
-            "protected": protected, "unprotected": unprotected, "gauge": gauge, "log": log.lines}
+            "protected": protected, "unprotected": unprotected, "gauge": gauge, "log": log.lines,
+            "breach": breached}
 
 
 if __name__ == "__main__":

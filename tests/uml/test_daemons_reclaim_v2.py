@@ -6,8 +6,9 @@ kernel counts it, and evictd's figure says so; the rule then asks the BestEffort
 ``memory.reclaim`` drops that much of the stream's page cache (inactive: the tier's usage falls, its working set
 need not) without touching the daemons' cache. Quiet daemons make the rule skip. Then evictd's memory.low on
 system.slice (`daemonsMemoryLow`): kept, written again after a reset, left to an operator, taken back in dry-run and at
-stop; with it the same stream leaves the daemon's cache in place, without it the stream pushes it out. Fails, never skips, when the guest
-kernel is missing.
+stop; with it the same stream leaves the daemon's cache in place, without it the stream pushes it out; and when the
+kernel has nothing else left it takes the protected pages too, counts it (``low``, ``pgsteal``), and the daemons'
+figure counts what it took. Fails, never skips, when the guest kernel is missing.
 """
 
 from __future__ import annotations
@@ -130,3 +131,17 @@ def test_with_evictds_memory_low_the_stream_leaves_the_daemons_cache(protection:
     assert protected["before"] >= 40 * MiB and unprotected["before"] >= 40 * MiB, protection
     assert protected["after"] >= protected["before"] - 4 * MiB, protected  # kept
     assert unprotected["after"] <= unprotected["before"] - 16 * MiB, unprotected  # pushed out without it
+
+
+def test_a_breach_of_the_protection_is_counted_and_the_figure_counts_what_was_taken(protection: dict[str, Any]) -> None:
+    """The root asked for 256 MiB with the daemon's 48 MiB file under evictd's 96 MiB memory.low: the kernel reclaims
+    below it only when nothing else is left, counts each such reclaim in system.slice's memory.events ``low``, and
+    its memory.stat ``pgsteal`` counts the pages taken; the daemons' figure takes those as re-read."""
+    breach = protection["breach"]
+    (low_before, low_after), (taken_before, taken_after) = breach["low"], breach["reclaimed"]
+    assert low_before is not None and taken_before is not None, breach  # the kernel prints both
+    assert low_after > low_before, breach
+    assert breach["file"][0] >= 40 * MiB and breach["file"][1] <= breach["file"][0] - 16 * MiB, breach
+    assert taken_after - taken_before >= 16 * MiB, breach
+    assert breach["lostBytes"] is not None and breach["lostBytes"] >= taken_after - taken_before, breach  # scaled
+    assert breach["figureBp"] == 10_000, breach  # over 32 MiB of exposed memory in the window: capped

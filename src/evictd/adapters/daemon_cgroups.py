@@ -4,8 +4,9 @@ system.slice sits at the memory hierarchy's root whatever cgroupRoot is (as `evi
 places it); its memory.stat is hierarchical, so kubelet.service and the runtime count in it. The re-reads are the
 first of `V2_REFAULT_KEYS` (v2) or `V1_REFAULT_KEYS` (v1: the hierarchy's ``total_`` lines) the kernel prints,
 pages turned to bytes; the usage is memory.current (v2) or memory.usage_in_bytes (v1), the anonymous memory
-``anon`` (v2) or ``total_rss`` (v1) where printed, and on v2 what ``memory.min``/``memory.low`` protect. Nothing is
-written.
+``anon`` (v2) or ``total_rss`` (v1) where printed, and on v2 what ``memory.min``/``memory.low`` protect, its
+``memory.events`` ``low`` (reclaims below that protection) and memory.stat ``pgsteal`` (its pages reclaimed). Nothing
+is written.
 Invariants: no system.slice is None (`daemons_missing` says so at start), never a zero; an unreadable file or a
 malformed line raises SampleError (the cycle records it and the signal has no figure).
 """
@@ -34,6 +35,9 @@ from evictd.core.node_protection import SYSTEM_SLICE
 # counts no refaults per cgroup: rougher (mmap re-reads only, one page a fault, first reads of mapped files too).
 V2_REFAULT_KEYS = (b"workingset_refault_file", b"workingset_refault", b"pgmajfault")
 V1_REFAULT_KEYS = (b"total_workingset_refault_file", b"total_workingset_refault", b"total_pgmajfault")
+# v2: the cgroup's pages reclaimed (hierarchical, 4.x+), and memory.events' count of reclaims below memory.low.
+V2_RECLAIMED_KEY = b"pgsteal"
+V2_LOW_EVENTS_KEY = b"low"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,8 @@ class DaemonCounts:
     counted: str
     anon_bytes: int | None = None
     protected_bytes: int | None = None  # v2: the larger of memory.min and memory.low ("max": the usage); v1: None
+    low_events: int | None = None  # v2: memory.events "low"; v1, or no such line: None
+    reclaimed_bytes: int | None = None  # v2: memory.stat "pgsteal" in bytes; v1, or no such line: None
 
 
 def daemons_folder(layout: CgroupLayout) -> str:
@@ -74,9 +80,16 @@ def daemon_counts(layout: CgroupLayout) -> DaemonCounts | None:
         return None
     anon = optional_keyed_value(stat_path, data, V1_ANON_KEY if layout.version == 1 else V2_ANON_KEY)
     used = uint_value(usage_path, usage)
-    protected = None if layout.version == 1 else max(_protection(folder + "/memory.min", used),
-                                                     _protection(folder + "/memory.low", used))
-    return DaemonCounts(flat_keyed_value(stat_path, data, key) * PAGE_BYTES, used, key.decode(), anon, protected)
+    refaulted = flat_keyed_value(stat_path, data, key) * PAGE_BYTES
+    if layout.version == 1:
+        return DaemonCounts(refaulted, used, key.decode(), anon)
+    protected = max(_protection(folder + "/memory.min", used), _protection(folder + "/memory.low", used))
+    stolen = optional_keyed_value(stat_path, data, V2_RECLAIMED_KEY)
+    events_path = folder + "/memory.events"
+    events = read_file_if_present(events_path)
+    low = None if events is None else optional_keyed_value(events_path, events, V2_LOW_EVENTS_KEY)
+    return DaemonCounts(refaulted, used, key.decode(), anon, protected, low,
+                        None if stolen is None else stolen * PAGE_BYTES)
 
 
 def _protection(path: str, usage_bytes: int) -> int:

@@ -180,7 +180,8 @@ class NodeStatsSource:
             return None
         return ContainerStats(name=SYSTEM_CONTAINER_DAEMONS, memory=MemoryStats(
             time=at, usage_bytes=counts.usage_bytes, rss_bytes=counts.anon_bytes,
-            reclaim=ReclaimCounters(refault_file_bytes=counts.refault_bytes, protected_bytes=counts.protected_bytes)))
+            reclaim=ReclaimCounters(refault_file_bytes=counts.refault_bytes, protected_bytes=counts.protected_bytes,
+                                    low_events=counts.low_events, reclaimed_bytes=counts.reclaimed_bytes)))
 
     @property
     def _pod_pressure(self) -> bool:

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from evictd.adapters import procfs
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
@@ -250,9 +250,15 @@ def count_watch(reading: Reading, interval_s: float, *, monotonic: Callable[[], 
     return TargetWatch({reading: lambda: COUNT_READERS[reading](proc_root)}, interval_s, monotonic=monotonic)
 
 
-# A refault watch's read: the bytes refaulted since boot, the memory they are a share of (None: the arming's), the
-# global reclaim scans; None each where unreadable.
-RefaultRead = tuple[int | None, int | None, int | None]
+class RefaultRead(NamedTuple):
+    """A refault watch's read, None each where unreadable: the bytes refaulted since boot, the memory they are a share
+    of (None: the arming's), the global reclaim scans; the daemons' reclaims below memory.low and bytes reclaimed."""
+
+    refaulted: int | None
+    memory: int | None
+    scans: int | None
+    low_events: int | None = None
+    reclaimed_bytes: int | None = None
 
 
 class RefaultWatch(WatchThread):
@@ -278,11 +284,12 @@ class RefaultWatch(WatchThread):
     def _look(self, armed: tuple[tuple[int, ...], int | None], generation: int) -> float | None:
         """Read the counts; signal the loop and idle when a cycle may find a threshold met."""
         shares, memory_bytes = armed
-        refaulted, memory, scans = self._read()
+        read = self._read()
         self.looks += 1
-        self._watched, woke = wake.refault_look(self.reading, self._watched, refaulted,
-                                                memory_bytes if memory is None else memory, scans,
-                                                self._monotonic(), shares, gated=self._gated)
+        self._watched, woke = wake.refault_look(self.reading, self._watched, read.refaulted,
+                                                memory_bytes if read.memory is None else read.memory, read.scans,
+                                                self._monotonic(), shares, gated=self._gated,
+                                                low_events=read.low_events, reclaimed_bytes=read.reclaimed_bytes)
         if woke:
             self._signal_loop()
             return None
@@ -299,19 +306,22 @@ def node_refault_watch(*, gated: bool, monotonic: Callable[[], float], proc_root
     """The node's refault watch: /proc/vmstat's page cache refaulted, of the node's memory."""
     def read() -> RefaultRead:
         counts = quietly(procfs.vmstat_counts, proc_root)
-        return (None, None, None) if counts is None else (counts.refault_file_bytes, None, counts.global_scan_pages)
+        return RefaultRead(None, None, None) if counts is None \
+            else RefaultRead(counts.refault_file_bytes, None, counts.global_scan_pages)
     return RefaultWatch(Reading.NODE_MEMORY_REFAULT, read, gated=gated, monotonic=monotonic, look_s=look_s)
 
 
 def daemons_refault_watch(layout: CgroupLayout, *, gated: bool, monotonic: Callable[[], float],
                           proc_root: str = "/proc") -> RefaultWatch:
-    """The daemons' refault watch: system.slice's re-reads, of its memory that is neither anonymous nor protected."""
+    """The daemons' refault watch: system.slice's re-reads (or its memory reclaimed below its memory.low), of its
+    memory that is neither anonymous nor protected."""
     def read() -> RefaultRead:
         daemons = quietly(daemon_counts, layout)
-        return (None if daemons is None else daemons.refault_bytes,
-                None if daemons is None else daemon_share_base(daemons.usage_bytes, daemons.anon_bytes,
-                                                               daemons.protected_bytes),
-                _scans(proc_root))
+        if daemons is None:
+            return RefaultRead(None, None, _scans(proc_root))
+        return RefaultRead(daemons.refault_bytes,
+                           daemon_share_base(daemons.usage_bytes, daemons.anon_bytes, daemons.protected_bytes),
+                           _scans(proc_root), daemons.low_events, daemons.reclaimed_bytes)
     return RefaultWatch(Reading.DAEMONS_MEMORY_REFAULT, read, gated=gated, monotonic=monotonic)
 
 

@@ -9,8 +9,10 @@ their usage less ``anon`` (their page cache and kernel memory), and less what ``
 from reclaim beyond it (at least `DAEMON_MIN_MEMORY_BYTES`), in basis points, so a threshold reads as the stall
 signals' do ("50%"). Anonymous memory is never re-read from a file: a daemon with a large heap would hide its own
 thrash in it; protected memory is not re-read either, and a slice protected up to most of its usage would hide the
-thrash of the rest in it. Readings are kept and compared as the node's refault figure's are
-(`evictd.core.refault`), over this shorter window.
+thrash of the rest in it. Where the kernel reclaims below their ``memory.low`` within the span (system.slice's
+``memory.events`` ``low`` grew, v2: nothing else was left to reclaim), the bytes it reclaimed of them (``pgsteal``)
+count as re-read if more: their protected working set is going, and the re-reads come a second later. Readings are
+kept and compared as the node's refault figure's are (`evictd.core.refault`), over this shorter window.
 
 Invariants: pure (`now` given), inputs never mutated. The first reading gives no figure (never a false 0); a lower
 count is a new baseline; a reading without the count gives no figure and keeps the earlier readings.
@@ -44,9 +46,11 @@ def daemons_memory(node: NodeStats) -> MemoryStats | None:
 
 def daemon_refault_sample(memory: MemoryStats | None, now: float) -> RefaultSample | None:
     """The daemons' refault reading of their memory block at `now` (None: no count in it)."""
-    if memory is None or memory.reclaim is None or memory.reclaim.refault_file_bytes is None:
+    reclaim = None if memory is None else memory.reclaim
+    if reclaim is None or reclaim.refault_file_bytes is None:
         return None
-    return RefaultSample(now, memory.reclaim.refault_file_bytes)
+    return RefaultSample(now, reclaim.refault_file_bytes, low_events=reclaim.low_events,
+                         reclaimed_bytes=reclaim.reclaimed_bytes)
 
 
 def daemon_share_base(usage_bytes: int, anon_bytes: int | None, protected_bytes: int | None = None) -> int:

@@ -29,23 +29,29 @@ REFAULT_MIN_SPAN_S = 5.0
 @dataclass(frozen=True, slots=True)
 class RefaultSample:
     """One reading of the node's cumulative refault count (bytes since boot) and its activations (None: not
-    counted), at `read_at` (monotonic s)."""
+    counted), at `read_at` (monotonic s); for the daemons also their reclaims below ``memory.low`` (``low`` events)
+    and their bytes reclaimed (``pgsteal``), cumulative (None: not read)."""
 
     read_at: float
     refault_bytes: int
     activate_bytes: int | None = None
+    low_events: int | None = None
+    reclaimed_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RefaultFigure:
     """Refaults over the last window: `refaulted_bytes` and `activated_bytes` (None: not counted) scaled to the window
     (`REFAULT_WINDOW_S` for the node's) from the `span_s` they were read over, of `memory_bytes` (the node's memory
-    capacity; the daemons' memory for `evictd.core.daemon_refault`)."""
+    capacity; the daemons' memory for `evictd.core.daemon_refault`). For the daemons, `refaulted_bytes` is the larger
+    of their re-reads and `lost_bytes`: what the kernel reclaimed of them in a span in which it reclaimed below their
+    ``memory.low`` (0: it did not, or that is not read)."""
 
     refaulted_bytes: int
     activated_bytes: int | None
     span_s: float
     memory_bytes: int
+    lost_bytes: int = 0
 
     @property
     def refaulted_basis_points(self) -> int:
@@ -100,7 +106,19 @@ def refault_figure(samples: Sequence[RefaultSample], memory_bytes: int | None, *
     if latest.activate_bytes is not None and base.activate_bytes is not None \
             and latest.activate_bytes >= base.activate_bytes:
         activated = round((latest.activate_bytes - base.activate_bytes) * scale)
-    return RefaultFigure(round((latest.refault_bytes - base.refault_bytes) * scale), activated, span_s, memory_bytes)
+    refaulted = round((latest.refault_bytes - base.refault_bytes) * scale)
+    lost = round(lost_below_protection(base, latest) * scale)
+    return RefaultFigure(max(refaulted, lost), activated, span_s, memory_bytes, lost)
+
+
+def lost_below_protection(base: RefaultSample, latest: RefaultSample) -> int:
+    """The bytes reclaimed between `base` and `latest` when the kernel reclaimed below ``memory.low`` between them (its
+    ``low`` events grew: it found nothing else to take); 0 when it did not, a count is not read or went back."""
+    if base.low_events is None or latest.low_events is None or latest.low_events <= base.low_events:
+        return 0
+    if base.reclaimed_bytes is None or latest.reclaimed_bytes is None or latest.reclaimed_bytes < base.reclaimed_bytes:
+        return 0
+    return latest.reclaimed_bytes - base.reclaimed_bytes
 
 
 def memory_capacity_bytes(memory: MemoryStats | None) -> int | None:

@@ -55,13 +55,17 @@ class ReclaimCounters:
     (+ pgscan_khugepaged)``), `limit_events` (pods: ``memory.events.local`` ``max``, v2), `refault_file_bytes` and
     `activate_file_bytes` (node: ``workingset_refault_file``/``workingset_activate_file``, before 5.9 without
     ``_file``; daemons: their cgroup's memory.stat, `evictd.adapters.daemon_cgroups`), `protected_bytes` (daemons,
-    v2: the larger of system.slice's ``memory.min`` and ``memory.low``, what the kernel keeps from reclaim)."""
+    v2: the larger of system.slice's ``memory.min`` and ``memory.low``, what the kernel keeps from reclaim),
+    `low_events` (daemons, v2: ``memory.events`` ``low``, reclaims below that protection) and `reclaimed_bytes`
+    (daemons, v2: memory.stat ``pgsteal``, their pages reclaimed)."""
 
     global_scan_pages: int | None = None
     limit_events: int | None = None
     refault_file_bytes: int | None = None
     activate_file_bytes: int | None = None
     protected_bytes: int | None = None
+    low_events: int | None = None
+    reclaimed_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

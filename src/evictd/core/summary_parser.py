@@ -300,7 +300,9 @@ def _reclaim_counters(value: object, key: str) -> ReclaimCounters | None:
                            limit_events=_counter(obj, "limitEvents", key),
                            refault_file_bytes=_counter(obj, "refaultFileBytes", key),
                            activate_file_bytes=_counter(obj, "activateFileBytes", key),
-                           protected_bytes=_counter(obj, "protectedBytes", key))
+                           protected_bytes=_counter(obj, "protectedBytes", key),
+                           low_events=_counter(obj, "lowEvents", key),
+                           reclaimed_bytes=_counter(obj, "reclaimedBytes", key))
 
 
 # The share of a PSI average, in percent.

@@ -60,7 +60,9 @@ def _memory_json(memory: MemoryStats | None) -> dict[str, object] | None:
                                             ("limitEvents", memory.reclaim.limit_events),
                                             ("refaultFileBytes", memory.reclaim.refault_file_bytes),
                                             ("activateFileBytes", memory.reclaim.activate_file_bytes),
-                                            ("protectedBytes", memory.reclaim.protected_bytes)))
+                                            ("protectedBytes", memory.reclaim.protected_bytes),
+                                            ("lowEvents", memory.reclaim.low_events),
+                                            ("reclaimedBytes", memory.reclaim.reclaimed_bytes)))
     return document
 
 

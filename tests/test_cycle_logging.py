@@ -23,9 +23,12 @@ from cycle_reports import (
     with_reclaim,
     without_pod_list,
 )
-from evictd.core.engine import Skipped
+from evictd.core.engine import Skipped, ThresholdStatus
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
+from evictd.core.quantity import Quantity, QuantityFormat
+from evictd.core.summary import Observation
+from evictd.core.thresholds import parse_stall_thresholds
 from evictd.cycle.render import describe_threshold
 from evictd.cycle.report import ReclaimResult
 from evictd.observe.cycle_logging import CycleLogger
@@ -191,3 +194,23 @@ def test_configuration_warnings_are_logged_once() -> None:
     assert cycles[0] == [("warning", "configuration warning",
                           {"detail": "found containerfs.available for hard eviction. ignoring"})]
     assert cycles[1] == []
+
+
+@pytest.mark.parametrize(("lost", "field"), [(24 << 20, 24.0), (0, None)])
+def test_a_daemons_threshold_met_on_memory_taken_below_their_memory_low_says_how_much(lost: int,
+                                                                                      field: float | None) -> None:
+    """The daemons refault figure counts what the kernel reclaimed of them below their memory.low as re-read
+    (`evictd.core.daemon_refault`): the line says so, so that a 100 % share with few re-reads is explained."""
+    (daemons,) = parse_stall_thresholds({"evictd.io/daemons.refault": "10%"}, {}, {}, {})
+    report = run(MEMORY_CONFIG, MEMORY_STEPS[:1]).reports[0]
+    assessment = replace(report.decided.assessment, thresholds=(ThresholdStatus(daemons, True, 0.0),),
+                         observations={daemons.signal: Observation(Quantity.from_int(0, QuantityFormat.DECIMAL_SI),
+                                                                   Quantity.from_int(10_000,
+                                                                                     QuantityFormat.DECIMAL_SI),
+                                                                   None)},
+                         daemons_lost_bytes=lost)
+    log = LogCapture()
+    CycleLogger(log, True).log_cycle(1, replace(report, decided=replace(report.decided, assessment=assessment)))
+    (met,) = [fields for _, event, fields in log.lines if event == "threshold met"]
+    assert met["threshold"] == "evictd.io/daemons.refault>=10% (hard)"
+    assert met.get("daemons_reclaimed_below_low_mib") == field

@@ -15,7 +15,7 @@ from evictd.core.daemons_reclaim import TRIGGER_BASIS_POINTS as DAEMONS_TRIGGER_
 from evictd.core.engine import Eviction, FollowUp, Skipped, ThresholdStatus
 from evictd.core.engine_rules import STALL_SETTLE_S
 from evictd.core.oom import TOO_LATE_ACTIVITIES, Activity, OomReport, outside_pods, situation, wall_time_text
-from evictd.core.signals import spec_of
+from evictd.core.signals import Signal, spec_of
 from evictd.core.stall_gate import STALL_RECLAIM_WINDOW_S, HeldBack
 from evictd.core.thresholds import Threshold, threshold_quantity
 from evictd.cycle.ids import decision_id
@@ -227,6 +227,10 @@ class CycleLogger:
         if observation is not None:
             fields["available"] = str(observation.available)
             fields["threshold_quantity"] = str(threshold_quantity(status.threshold.value, observation.capacity))
+        lost = report.decided.assessment.daemons_lost_bytes
+        if status.threshold.signal is Signal.DAEMONS_REFAULT and lost:
+            # the daemons' memory the kernel took below their memory.low: counted as re-read (core.daemon_refault)
+            fields["daemons_reclaimed_below_low_mib"] = round(lost / (1 << 20), 1)
         if wake is not None:
             fields["woken_by"] = list(wake.causes)
             fields["decided_after_ms"] = round(wake.decided_after_s * 1000, 1)

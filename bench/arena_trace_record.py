@@ -1,9 +1,9 @@
 """Turn an arena run's trace (bench/node_survival.py with EVICTD_ARENA_TRACE=1: trace-<run>.json) into one record
 for bench/results/thrash_onset.jsonl: second by second from the pressure's start, the node's MemAvailable, the share
 of the daemons' (system.slice's) memory they re-read within 2 s, of their usage and of their memory that is not
-anonymous (the daemons refault signal's base), their heartbeats in that second, their pages reclaimed and the
-reclaims below their memory.low since the row before (where traced), and the CPU ticks of the evictd
-thread that took the most since the row before. What a thrash looks like to a kernel without PSI, to choose and
+anonymous (the daemons refault signal's base), their heartbeats in that second, their page cache, their pages
+reclaimed and the reclaims below their memory.low since the row before (where traced), and the CPU ticks of the
+evictd thread that took the most since the row before. What a thrash looks like to a kernel without PSI, to choose and
 check the signal against.
 
     .venv/bin/python bench/arena_trace_record.py /work/arena-out/x/stand-in-evictd/trace-thrash-evictd-0.json \
@@ -52,6 +52,8 @@ def seconds(trace: dict[str, Any]) -> list[dict[str, Any]]:
             usage = figures["sys.anon"] + figures["sys.file"]
             row["ofUsagePct"] = round(100 * reread / usage, 1)
             row["ofNotAnonPct"] = round(100 * reread / max(figures["sys.file"], 32 << 20), 1)
+        if "sys.events.low" in figures:  # traces that keep memory.events: the daemons' page cache beside MemAvailable
+            row["daemonsFileMib"] = figures["sys.file"] >> 20
         if last_row is not None:
             # Since the last row: a sample's time is when it began, and a reading blocked in the kernel ends later.
             prev_at, prev = last_row

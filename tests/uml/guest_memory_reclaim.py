@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evictd.adapters.cgroups import CgroupLayout, CgroupReader
-from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer, write_reclaim
+from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer, write_cgroup_value
 from evictd.core.memory_reclaim import ReclaimHistory, ReclaimPlan, ReclaimSettings, ReclaimTarget, reclaim_plan
 from evictd.core.quantity import Quantity
 from evictd.core.signals import Signal
@@ -124,7 +124,7 @@ def scenario() -> dict[str, Any]:
     fill(pod, daemons, pod_file, daemon_file)
     whole = ReclaimTarget(str(tier.relative_to(CGROUP)), POD_FILE_MIB * MiB)
     budget = reclaimer.reclaim(ReclaimPlan((whole,), whole.bytes, budget_s=0.001))
-    eagain = write_reclaim(str(empty / "memory.reclaim"), 64 * MiB)
+    eagain = write_cgroup_value(str(empty / "memory.reclaim"), 64 * MiB)
     unavailable = reclaimer.unavailable()
     clean_up(pod_file, daemon_file)
     return {

@@ -75,16 +75,12 @@ def write_cgroup_value(path: str, amount: int) -> bool:
     return True
 
 
-# `memory.reclaim`'s write: False when the kernel reclaimed less than asked.
-write_reclaim = write_cgroup_value
-
-
 class CgroupMemoryReclaimer:
     """Reads the pods' cache holders and carries out reclaim plans on a cgroup v2 hierarchy (see the module)."""
 
     def __init__(self, cgroups: CgroupReader, *, proc_root: str = "/proc",
                  monotonic: Callable[[], float] = time.monotonic,
-                 write: Callable[[str, int], bool] = write_reclaim) -> None:
+                 write: Callable[[str, int], bool] = write_cgroup_value) -> None:
         self._cgroups = cgroups
         self._hierarchy = str(cgroups.layout.memory_hierarchy)
         self._pods = cgroups.pods_cgroup()

@@ -229,7 +229,7 @@ class CycleLogger:
             fields["threshold_quantity"] = str(threshold_quantity(status.threshold.value, observation.capacity))
         lost = report.decided.assessment.daemons_lost_bytes
         if status.threshold.signal is Signal.DAEMONS_REFAULT and lost:
-            # the daemons' memory the kernel took below their memory.low: counted as re-read (core.daemon_refault)
+            # the daemons' memory the kernel took below their memory.low in the window (core.daemon_refault)
             fields["daemons_reclaimed_below_low_mib"] = round(lost / (1 << 20), 1)
         if wake is not None:
             fields["woken_by"] = list(wake.causes)

@@ -26,6 +26,8 @@ from evictd.core.daemon_refault import (
     daemon_refault_figure,
     daemon_share_base,
     next_daemon_samples,
+    protected_file_bytes,
+    uncovered_bytes,
 )
 from evictd.core.engine import (
     EngineConfig,
@@ -109,6 +111,45 @@ def test_memory_reclaimed_below_the_protection_counts_as_re_read(low: tuple[int 
     assert (figure.refaulted_basis_points, figure.lost_bytes) == (expected, lost)
 
 
+@pytest.mark.parametrize(("file", "usage", "protected", "available", "expected"), [
+    pytest.param(261 * Mi, 300 * Mi, 616 * Mi, 200 * Mi, 61 * Mi, id="all-its-cache-protected-61Mi-not-covered"),
+    pytest.param(261 * Mi, 300 * Mi, 616 * Mi, 261 * Mi, 0, id="covered-exactly-0"),
+    pytest.param(261 * Mi, 300 * Mi, 616 * Mi, 700 * Mi, 0, id="well-covered-0"),
+    pytest.param(2 * Gi, 2 * Gi + 100 * Mi, 616 * Mi, 200 * Mi, 316 * Mi, id="usage-over-the-protection-keeps-516Mi"),
+    pytest.param(100 * Mi, 700 * Mi, 616 * Mi, 0, 16 * Mi, id="its-heap-takes-most-of-the-protection"),
+    pytest.param(100 * Mi, 800 * Mi, 616 * Mi, 0, 0, id="its-heap-takes-all-of-it"),
+    pytest.param(261 * Mi, 300 * Mi, 0, 0, 0, id="no-protection-0"),
+    pytest.param(None, 300 * Mi, 616 * Mi, 0, None, id="cache-not-read-none"),
+    pytest.param(261 * Mi, 300 * Mi, None, 0, None, id="protection-not-read-none"),
+    pytest.param(261 * Mi, 300 * Mi, 616 * Mi, None, None, id="memavailable-not-read-none"),
+])
+def test_the_protected_cache_the_nodes_available_memory_no_longer_covers(
+        file: int | None, usage: int, protected: int | None, available: int | None, expected: int | None) -> None:
+    """What the kernel must take of the daemons' protected page cache to give the node's MemAvailable: the protection
+    covers the cgroup's usage, so what their other memory (a heap) leaves of it, at most all of their cache. In the
+    arena's traces this fell under 0 2.3-8.3 s before the kernel's first reclaim below memory.low."""
+    assert uncovered_bytes(file, usage, protected, available) == expected
+    if file is not None and protected is not None:
+        assert 0 <= protected_file_bytes(file, usage, protected) <= file
+
+
+def test_the_uncovered_cache_counts_as_a_level_beside_the_re_reads() -> None:
+    """Not a rate: the bytes not covered at the newest reading, whatever the span; the larger of it and the re-reads
+    (and the breach) is the figure. Of a 200 MiB slice."""
+    def figure_of(uncovered: tuple[int | None, int | None], reread: int, span_s: float = 2.0) -> tuple[int, int]:
+        samples: tuple[RefaultSample, ...] = ()
+        for at, count, level in ((0.0, 0, uncovered[0]), (span_s, reread, uncovered[1])):
+            samples = next_daemon_samples(samples, RefaultSample(at, count, uncovered_bytes=level), at)
+        figure = daemon_refault_figure(samples, 200 * Mi)
+        assert figure is not None
+        return figure.refaulted_basis_points, figure.uncovered_bytes
+    assert figure_of((0, 60 * Mi), 10 * Mi) == (3000, 60 * Mi)
+    assert figure_of((0, 60 * Mi), 10 * Mi, span_s=1.0) == (3000, 60 * Mi)  # not scaled up as the re-reads are
+    assert figure_of((0, 60 * Mi), 80 * Mi) == (4000, 60 * Mi)  # the re-reads when more
+    assert figure_of((60 * Mi, 0), 10 * Mi) == (500, 0)  # covered again at the newest: only the re-reads
+    assert figure_of((None, None), 10 * Mi) == (500, 0)  # not read: the re-reads alone
+
+
 def test_readings_are_kept_for_one_window_and_a_count_that_went_back_is_a_new_baseline() -> None:
     samples: tuple[RefaultSample, ...] = ()
     for at in (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0):
@@ -124,17 +165,21 @@ def test_readings_are_kept_for_one_window_and_a_count_that_went_back_is_a_new_ba
 
 
 def node(second: float, *, refaulted: object, scanned: object = 0, usage: int = USAGE,
-         low: int | None = None, reclaimed: int | None = None) -> dict[str, Any]:
+         low: int | None = None, reclaimed: int | None = None, protected: int | None = None,
+         file: int | None = None, node_available: int | None = None) -> dict[str, Any]:
     """A Summary document at `second` whose daemons re-read `refaulted` bytes since their cgroup was made (UNREAD:
-    no system.slice), with `low` reclaims below their memory.low and `reclaimed` bytes reclaimed (None: not read),
-    and whose node's global scan count is `scanned`; the hog grows 1 MiB a second."""
+    no system.slice), with `low` reclaims below their memory.low and `reclaimed` bytes reclaimed, `protected` bytes
+    under memory.low, `file` bytes of page cache and the node's MemAvailable `node_available` beside (None: not
+    read), and whose node's global scan count is `scanned`; the hog grows 1 MiB a second."""
     stats = [pod_stats(HOG, memory=1 * Gi + int(second) * Mi), pod_stats(OTHER, memory=500 * Mi)]
     document = summary(memory=5 * Gi, memory_ws=20 * Gi, time=stamp(int(second)), pods=stats)
     if scanned is not UNREAD:
         document["node"]["memory"]["reclaim"] = {"globalScanPages": scanned}
     if refaulted is not UNREAD:
         reclaim: dict[str, object] = {"refaultFileBytes": refaulted}
-        reclaim.update({key: value for key, value in (("lowEvents", low), ("reclaimedBytes", reclaimed))
+        reclaim.update({key: value for key, value in (("lowEvents", low), ("reclaimedBytes", reclaimed),
+                                                      ("protectedBytes", protected), ("fileBytes", file),
+                                                      ("nodeAvailableBytes", node_available))
                         if value is not None})
         document["node"]["systemContainers"] = [{"name": SYSTEM_CONTAINER_DAEMONS, "memory": {
             "time": stamp(int(second)), "usageBytes": usage, "reclaim": reclaim}}]
@@ -207,6 +252,28 @@ def test_a_breach_of_the_daemons_protection_meets_the_threshold_before_any_re_re
     assert met(reclaimed) == [] and reclaimed.observations[Signal(DAEMONS)].available.ceil_int() == 10_000
 
 
+def test_protected_cache_the_node_no_longer_covers_meets_the_threshold_before_the_breach() -> None:
+    """The engine on two cycles 1 s apart: no re-read, no ``low`` event yet, but MemAvailable (100 MiB) no longer
+    covers the 180 MiB of page cache under the daemons' memory.low: the kernel has little else to reclaim. Under
+    node-wide reclaim the threshold is met (80 MiB of the 32 MiB floor: capped) and the hog that grew is evicted;
+    without that reclaim the gate holds it back; with MemAvailable over the cache it is not met."""
+    def at(second: int, scanned: int, available: int) -> dict[str, Any]:
+        return node(second, refaulted=1 * Gi, scanned=scanned, low=7, reclaimed=5 * Gi, protected=616 * Mi,
+                    file=180 * Mi, node_available=available)
+    # Ten cycles covered, then one not: the hog grew 10 MiB meanwhile (a candidate), the other pod not.
+    _, assessments = cycles([(float(second), at(second, 1000, 300 * Mi)) for second in range(10)]
+                            + [(10.0, at(10, 1000 + SHORTAGE, 100 * Mi))])
+    short = assessments[-1]
+    assert [met(a) for a in assessments[:-1]] == [[]] * 10
+    assert met(short) == [DAEMONS] and short.daemons_uncovered_bytes == 80 * Mi
+    assert isinstance(short.next_step, ReclaimThenEvict) and short.next_step.threshold == HARD
+    assert short.next_step.stall_candidates == frozenset({HOG["metadata"]["uid"]})  # the pod that grew, not the other
+    _, (_, held) = cycles([(0.0, at(0, 1000, 100 * Mi)), (1.0, at(1, 1000, 100 * Mi))])
+    assert met(held) == [] and [report.threshold for report in held.stall_held_back] == [HARD]
+    _, (_, covered) = cycles([(0.0, at(0, 1000, 300 * Mi)), (1.0, at(1, 1000 + SHORTAGE, 300 * Mi))])
+    assert met(covered) == [] and covered.observations[Signal(DAEMONS)].available.ceil_int() == 10_000
+
+
 def test_after_any_eviction_only_re_reads_read_after_it_count() -> None:
     """The daemons re-reading their files as relief lets them back in is no thrash: after the leaker's
     memory.available eviction the threshold waits for it to settle, then counts only readings from the settle's end
@@ -242,6 +309,13 @@ def test_the_block_round_trips_through_a_recorded_summary() -> None:
     (daemons,) = [c for c in summary_to_dict(breached)["node"]["systemContainers"]
                   if c["name"] == SYSTEM_CONTAINER_DAEMONS]
     assert daemons["memory"]["reclaim"] == {"refaultFileBytes": 4096, "lowEvents": 2, "reclaimedBytes": 8192}
+    approaching = summary_from_dict(node(0, refaulted=4096, scanned=3, protected=616 * Mi, file=200 * Mi,
+                                         node_available=100 * Mi))
+    assert summary_from_dict(summary_to_dict(approaching)) == approaching
+    (daemons,) = [c for c in summary_to_dict(approaching)["node"]["systemContainers"]
+                  if c["name"] == SYSTEM_CONTAINER_DAEMONS]
+    assert daemons["memory"]["reclaim"] == {"refaultFileBytes": 4096, "protectedBytes": 616 * Mi,
+                                            "fileBytes": 200 * Mi, "nodeAvailableBytes": 100 * Mi}
 
 
 # --- the watch between cycles ----------------------------------------------------------------------------------
@@ -273,6 +347,13 @@ def test_the_watch_wakes_the_loop_at_the_share_under_reclaim() -> None:
                                      gated=True, low_events=events, reclaimed_bytes=stolen)
         breach.append(woke)
     assert breach == [False, False, False, True]
+    # Nothing re-read or taken yet, but 120 MiB (60 %) of their protected cache no longer covered: a wake-up at once.
+    watched, approach = WatchedRefault(), []
+    for look, level in enumerate((0, 0, 0, 120 * Mi)):
+        watched, woke = refault_look(DAEMONS_READING, watched, 0, USAGE, 1000 + look * SHORTAGE, look * 0.5, shares,
+                                     gated=True, uncovered_bytes=level)
+        approach.append(woke)
+    assert approach == [False, False, False, True]
     # Gated, the same re-reads without global reclaim wake nothing.
     watched, still = WatchedRefault(), []
     for look, percent in enumerate(counts):
@@ -336,18 +417,20 @@ def test_daemon_counts(tmp_path: Path, version: int, stat: str, counted: str, pa
     assert daemons_missing(layout) is None
     # Its anonymous memory beside: v2's `anon`, v1's hierarchical `total_rss` (absent in these v1 files: None).
     assert counts.anon_bytes == (1 if version == 2 else None)
-    # No memory.events, no pgsteal line: neither read (v1 has neither).
-    assert (counts.low_events, counts.reclaimed_bytes) == (None, None)
+    # No memory.events, no pgsteal or file line: none read (v1 has none).
+    assert (counts.low_events, counts.reclaimed_bytes, counts.file_bytes) == (None, None, None)
 
 
 def test_daemon_counts_reads_the_reclaims_below_memory_low_on_v2(tmp_path: Path) -> None:
     folder = tmp_path / "system.slice"
     folder.mkdir()
-    (folder / "memory.stat").write_text("anon 1\nworkingset_refault_file 10\npgscan 900\npgsteal 300\n")
+    (folder / "memory.stat").write_text("anon 1\nfile 4096\nfile_mapped 7\nworkingset_refault_file 10\n"
+                                        "pgscan 900\npgsteal 300\n")
     (folder / "memory.current").write_text(f"{USAGE}\n")
     (folder / "memory.events").write_text("low 4\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n")
     counts = daemon_counts(CgroupLayout(version=2, root=tmp_path))
     assert counts is not None and (counts.low_events, counts.reclaimed_bytes) == (4, 300 * PAGE_BYTES)
+    assert counts.file_bytes == 4096  # its page cache, in bytes already; not file_mapped
     (folder / "memory.events").write_text("high 0\nmax 0\n")  # a kernel without the line
     counts = daemon_counts(CgroupLayout(version=2, root=tmp_path))
     assert counts is not None and (counts.low_events, counts.reclaimed_bytes) == (None, 300 * PAGE_BYTES)

@@ -105,9 +105,9 @@ def verdict(protection: Protection, want: ProtectionWanted, facts: ProtectionFac
         (Protection.DAEMONS_REFAULT, on_kernel(DAEMONS, None), ALL_THERE, State.OFF,
          "evictd.io/daemons.refault>=50% (stallEvictionHardWithoutPSI) standing by", "stallEvictionHard"),
         (Protection.DAEMONS_REFAULT, on_kernel(DAEMONS, "/proc/pressure/memory: absent"), NO_PSI, State.ACTIVE,
-         "daemons.refault (hard): system.slice's re-reads within 2 s, or its memory reclaimed below memory.low, of "
-         "its memory that is neither anonymous nor protected by memory.low (stallEvictionHardWithoutPSI: the kernel "
-         "gives no PSI)", ""),
+         "daemons.refault (hard): system.slice's re-reads within 2 s, or its memory reclaimed below memory.low, or "
+         "its page cache under memory.low that MemAvailable no longer covers, of its memory that is neither "
+         "anonymous nor protected by memory.low (stallEvictionHardWithoutPSI: the kernel gives no PSI)", ""),
         (Protection.DAEMONS_REFAULT, wanted(NODE_STALL, without_psi=DAEMONS), None, State.UNREAD,
          "whether the kernel gives PSI not read", ""),
         (Protection.STALL_GATE, wanted(DAEMONS), NO_PSI, State.ACTIVE, "node-wide", ""),

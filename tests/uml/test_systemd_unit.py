@@ -205,7 +205,8 @@ def test_on_a_kernel_without_psi_the_shipped_daemons_refault_threshold_stands_in
     assert logged["daemons_refault"]["state"] == "active", logged
     assert logged["daemons_refault"]["detail"] == (
         "evictd.io/daemons.refault (hard): system.slice's re-reads within 2 s, or its memory reclaimed below "
-        "memory.low, of its memory that is neither anonymous nor protected by memory.low "
+        "memory.low, or its page cache under memory.low that MemAvailable no longer covers, of its memory that is "
+        "neither anonymous nor protected by memory.low "
         "(stallEvictionHardWithoutPSI: the kernel gives no PSI)"), logged
     assert logged["memory_stall"]["state"] == "unavailable", logged
 

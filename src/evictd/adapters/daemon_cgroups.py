@@ -5,8 +5,8 @@ places it); its memory.stat is hierarchical, so kubelet.service and the runtime 
 first of `V2_REFAULT_KEYS` (v2) or `V1_REFAULT_KEYS` (v1: the hierarchy's ``total_`` lines) the kernel prints,
 pages turned to bytes; the usage is memory.current (v2) or memory.usage_in_bytes (v1), the anonymous memory
 ``anon`` (v2) or ``total_rss`` (v1) where printed, and on v2 what ``memory.min``/``memory.low`` protect, its
-``memory.events`` ``low`` (reclaims below that protection) and memory.stat ``pgsteal`` (its pages reclaimed). Nothing
-is written.
+``memory.events`` ``low`` (reclaims below that protection), memory.stat ``pgsteal`` (its pages reclaimed) and
+``file`` (its page cache). Nothing is written.
 Invariants: no system.slice is None (`daemons_missing` says so at start), never a zero; an unreadable file or a
 malformed line raises SampleError (the cycle records it and the signal has no figure).
 """
@@ -38,6 +38,8 @@ V1_REFAULT_KEYS = (b"total_workingset_refault_file", b"total_workingset_refault"
 # v2: the cgroup's pages reclaimed (hierarchical, 4.x+), and memory.events' count of reclaims below memory.low.
 V2_RECLAIMED_KEY = b"pgsteal"
 V2_LOW_EVENTS_KEY = b"low"
+# v2: the cgroup's page cache (hierarchical), what its protection keeps of it is weighed against MemAvailable.
+V2_FILE_KEY = b"file"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,7 @@ class DaemonCounts:
     protected_bytes: int | None = None  # v2: the larger of memory.min and memory.low ("max": the usage); v1: None
     low_events: int | None = None  # v2: memory.events "low"; v1, or no such line: None
     reclaimed_bytes: int | None = None  # v2: memory.stat "pgsteal" in bytes; v1, or no such line: None
+    file_bytes: int | None = None  # v2: memory.stat "file"; v1, or no such line: None
 
 
 def daemons_folder(layout: CgroupLayout) -> str:
@@ -89,7 +92,8 @@ def daemon_counts(layout: CgroupLayout) -> DaemonCounts | None:
     events = read_file_if_present(events_path)
     low = None if events is None else optional_keyed_value(events_path, events, V2_LOW_EVENTS_KEY)
     return DaemonCounts(refaulted, used, key.decode(), anon, protected, low,
-                        None if stolen is None else stolen * PAGE_BYTES)
+                        None if stolen is None else stolen * PAGE_BYTES,
+                        optional_keyed_value(stat_path, data, V2_FILE_KEY))
 
 
 def _protection(path: str, usage_bytes: int) -> int:

@@ -178,10 +178,14 @@ class NodeStatsSource:
         counts = attempt(lambda: daemon_counts(self._cgroups.layout), problems)
         if counts is None:
             return None
+        # MemAvailable only beside a protection's page cache (v2): what the kernel may reclaim short of it.
+        available = None if counts.file_bytes is None or not counts.protected_bytes else attempt(
+            lambda: procfs.meminfo_bytes("MemAvailable", self._proc_root), problems)
         return ContainerStats(name=SYSTEM_CONTAINER_DAEMONS, memory=MemoryStats(
             time=at, usage_bytes=counts.usage_bytes, rss_bytes=counts.anon_bytes,
             reclaim=ReclaimCounters(refault_file_bytes=counts.refault_bytes, protected_bytes=counts.protected_bytes,
-                                    low_events=counts.low_events, reclaimed_bytes=counts.reclaimed_bytes)))
+                                    low_events=counts.low_events, reclaimed_bytes=counts.reclaimed_bytes,
+                                    file_bytes=counts.file_bytes, node_available_bytes=available)))
 
     @property
     def _pod_pressure(self) -> bool:

@@ -26,7 +26,7 @@ from evictd.adapters.daemon_cgroups import daemon_counts
 from evictd.adapters.memcg_set import MemcgNotifierSet, quietly
 from evictd.adapters.notifiers import FdOwner, Notifier, NotifierFailure, Waiter, os_sample_error
 from evictd.core import wake
-from evictd.core.daemon_refault import daemon_share_base
+from evictd.core.daemon_refault import daemon_share_base, uncovered_bytes
 from evictd.core.errors import SampleError
 from evictd.core.signals import Reading
 
@@ -252,13 +252,15 @@ def count_watch(reading: Reading, interval_s: float, *, monotonic: Callable[[], 
 
 class RefaultRead(NamedTuple):
     """A refault watch's read, None each where unreadable: the bytes refaulted since boot, the memory they are a share
-    of (None: the arming's), the global reclaim scans; the daemons' reclaims below memory.low and bytes reclaimed."""
+    of (None: the arming's), the global reclaim scans; the daemons' reclaims below memory.low, bytes reclaimed and
+    protected page cache the node's available memory no longer covers."""
 
     refaulted: int | None
     memory: int | None
     scans: int | None
     low_events: int | None = None
     reclaimed_bytes: int | None = None
+    uncovered_bytes: int | None = None
 
 
 class RefaultWatch(WatchThread):
@@ -289,7 +291,8 @@ class RefaultWatch(WatchThread):
         self._watched, woke = wake.refault_look(self.reading, self._watched, read.refaulted,
                                                 memory_bytes if read.memory is None else read.memory, read.scans,
                                                 self._monotonic(), shares, gated=self._gated,
-                                                low_events=read.low_events, reclaimed_bytes=read.reclaimed_bytes)
+                                                low_events=read.low_events, reclaimed_bytes=read.reclaimed_bytes,
+                                                uncovered_bytes=read.uncovered_bytes)
         if woke:
             self._signal_loop()
             return None
@@ -313,15 +316,20 @@ def node_refault_watch(*, gated: bool, monotonic: Callable[[], float], proc_root
 
 def daemons_refault_watch(layout: CgroupLayout, *, gated: bool, monotonic: Callable[[], float],
                           proc_root: str = "/proc") -> RefaultWatch:
-    """The daemons' refault watch: system.slice's re-reads (or its memory reclaimed below its memory.low), of its
-    memory that is neither anonymous nor protected."""
+    """The daemons' refault watch: system.slice's re-reads (or its memory reclaimed below its memory.low, or its
+    protected page cache the node's MemAvailable no longer covers), of its memory that is neither anonymous nor
+    protected."""
     def read() -> RefaultRead:
         daemons = quietly(daemon_counts, layout)
         if daemons is None:
             return RefaultRead(None, None, _scans(proc_root))
+        available = None if daemons.file_bytes is None or not daemons.protected_bytes \
+            else quietly(procfs.meminfo_bytes, "MemAvailable", proc_root)
         return RefaultRead(daemons.refault_bytes,
                            daemon_share_base(daemons.usage_bytes, daemons.anon_bytes, daemons.protected_bytes),
-                           _scans(proc_root), daemons.low_events, daemons.reclaimed_bytes)
+                           _scans(proc_root), daemons.low_events, daemons.reclaimed_bytes,
+                           uncovered_bytes(daemons.file_bytes, daemons.usage_bytes, daemons.protected_bytes,
+                                           available))
     return RefaultWatch(Reading.DAEMONS_MEMORY_REFAULT, read, gated=gated, monotonic=monotonic)
 
 

@@ -11,8 +11,11 @@ signals' do ("50%"). Anonymous memory is never re-read from a file: a daemon wit
 thrash in it; protected memory is not re-read either, and a slice protected up to most of its usage would hide the
 thrash of the rest in it. Where the kernel reclaims below their ``memory.low`` within the span (system.slice's
 ``memory.events`` ``low`` grew, v2: nothing else was left to reclaim), the bytes it reclaimed of them (``pgsteal``)
-count as re-read if more: their protected working set is going, and the re-reads come a second later. Readings are
-kept and compared as the node's refault figure's are (`evictd.core.refault`), over this shorter window.
+count as re-read if more: their protected working set is going, and the re-reads come a second later. Before that
+breach, their protected page cache the node's available memory (/proc/meminfo ``MemAvailable``) no longer covers
+counts too (`uncovered_bytes`, a level): the kernel has then little but that cache left to reclaim, and breaks into
+it seconds later (2.3-8.3 s before the first ``low`` event in the arena's traces, docs/node-survival.md). Readings
+are kept and compared as the node's refault figure's are (`evictd.core.refault`), over this shorter window.
 
 Invariants: pure (`now` given), inputs never mutated. The first reading gives no figure (never a false 0); a lower
 count is a new baseline; a reading without the count gives no figure and keeps the earlier readings.
@@ -49,8 +52,27 @@ def daemon_refault_sample(memory: MemoryStats | None, now: float) -> RefaultSamp
     reclaim = None if memory is None else memory.reclaim
     if reclaim is None or reclaim.refault_file_bytes is None:
         return None
+    uncovered = None if memory is None or memory.usage_bytes is None else uncovered_bytes(
+        reclaim.file_bytes, memory.usage_bytes, reclaim.protected_bytes, reclaim.node_available_bytes)
     return RefaultSample(now, reclaim.refault_file_bytes, low_events=reclaim.low_events,
-                         reclaimed_bytes=reclaim.reclaimed_bytes)
+                         reclaimed_bytes=reclaim.reclaimed_bytes, uncovered_bytes=uncovered)
+
+
+def protected_file_bytes(file_bytes: int, usage_bytes: int, protected_bytes: int) -> int:
+    """The daemons' page cache that their protection (`protected_bytes`: the larger of memory.min and memory.low) keeps
+    from reclaim: the kernel takes from a cgroup only its usage over the protection, and of the daemons only page cache
+    (no swap), so what their usage that is not page cache leaves of the protection, at most all of the cache."""
+    return min(file_bytes, max(0, protected_bytes - max(0, usage_bytes - file_bytes)))
+
+
+def uncovered_bytes(file_bytes: int | None, usage_bytes: int, protected_bytes: int | None,
+                    node_available_bytes: int | None) -> int | None:
+    """The daemons' protected page cache (`protected_file_bytes`) that the node's available memory (``MemAvailable``,
+    which counts that cache as reclaimable) no longer covers: what the kernel must take from it to give that much
+    memory; 0 with no protection, None where a figure is not read."""
+    if file_bytes is None or protected_bytes is None or node_available_bytes is None:
+        return None
+    return max(0, protected_file_bytes(file_bytes, usage_bytes, protected_bytes) - node_available_bytes)
 
 
 def daemon_share_base(usage_bytes: int, anon_bytes: int | None, protected_bytes: int | None = None) -> int:

@@ -223,7 +223,8 @@ class Assessment:
     """The outcome of `assess`: the thresholds met (grace elapsed or not) and the next step (`next_step`).
     `stale_signals`: would act but stats not updated; `stall_settling`: stall signals waiting for the last stall
     eviction to settle (`settle_ends_in_s` from now); `stall_held_back`: held back by the stall gate;
-    `daemons_lost_bytes`: the daemons refault figure's bytes reclaimed below their memory.low (0: none counted)."""
+    `daemons_lost_bytes`: the daemons refault figure's bytes reclaimed below their memory.low (0: none counted);
+    `daemons_uncovered_bytes`: its protected page cache the node's available memory no longer covers (0: covered)."""
 
     next_step: NextStep
     observations: Mapping[Signal, Observation] = field(default_factory=dict)
@@ -235,6 +236,7 @@ class Assessment:
     settle_ends_in_s: float | None = None
     stall_held_back: tuple[HeldBack, ...] = ()
     daemons_lost_bytes: int = 0
+    daemons_uncovered_bytes: int = 0
 
     def grace_ends_in_s(self) -> float | None:
         """How long until the first met threshold's running grace period ends (0: one has; None: none runs)."""
@@ -353,6 +355,7 @@ def assess(
                           if settling and state.stall_evicted_at is not None else None),
         stall_held_back=held_back_reports(held, observations, gate, now),
         daemons_lost_bytes=0 if gate.daemons_refault is None else gate.daemons_refault.lost_bytes,
+        daemons_uncovered_bytes=0 if gate.daemons_refault is None else gate.daemons_refault.uncovered_bytes,
     )
 
 

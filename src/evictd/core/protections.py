@@ -218,7 +218,8 @@ def _daemons(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict
                     None if facts is None else facts.daemons_missing, ("no daemons refault threshold", DAEMONS_HOW),
                     "system.slice", DAEMONS_NODE_HOW,
                     f": system.slice's re-reads within {DAEMON_REFAULT_WINDOW_S:g} s, or its memory reclaimed below "
-                    "memory.low, of its memory that is neither anonymous nor protected by memory.low")
+                    "memory.low, or its page cache under memory.low that MemAvailable no longer covers, of its memory "
+                    "that is neither anonymous nor protected by memory.low")
 
 
 def _daemons_reclaim(wanted: ProtectionWanted, facts: ProtectionFacts | None) -> Verdict:

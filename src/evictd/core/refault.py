@@ -30,28 +30,32 @@ REFAULT_MIN_SPAN_S = 5.0
 class RefaultSample:
     """One reading of the node's cumulative refault count (bytes since boot) and its activations (None: not
     counted), at `read_at` (monotonic s); for the daemons also their reclaims below ``memory.low`` (``low`` events)
-    and their bytes reclaimed (``pgsteal``), cumulative (None: not read)."""
+    and their bytes reclaimed (``pgsteal``), cumulative (None: not read), and their protected page cache the node's
+    available memory no longer covers at `read_at` (`evictd.core.daemon_refault.uncovered_bytes`; None: not read)."""
 
     read_at: float
     refault_bytes: int
     activate_bytes: int | None = None
     low_events: int | None = None
     reclaimed_bytes: int | None = None
+    uncovered_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RefaultFigure:
     """Refaults over the last window: `refaulted_bytes` and `activated_bytes` (None: not counted) scaled to the window
     (`REFAULT_WINDOW_S` for the node's) from the `span_s` they were read over, of `memory_bytes` (the node's memory
-    capacity; the daemons' memory for `evictd.core.daemon_refault`). For the daemons, `refaulted_bytes` is the larger
-    of their re-reads and `lost_bytes`: what the kernel reclaimed of them in a span in which it reclaimed below their
-    ``memory.low`` (0: it did not, or that is not read)."""
+    capacity; the daemons' memory for `evictd.core.daemon_refault`). For the daemons, `refaulted_bytes` is the largest
+    of their re-reads, `lost_bytes` (what the kernel reclaimed of them in a span in which it reclaimed below their
+    ``memory.low``; 0: it did not, or that is not read) and `uncovered_bytes` (their protected page cache the node's
+    available memory no longer covers at the newest reading, a level, not scaled; 0: covered, or not read)."""
 
     refaulted_bytes: int
     activated_bytes: int | None
     span_s: float
     memory_bytes: int
     lost_bytes: int = 0
+    uncovered_bytes: int = 0
 
     @property
     def refaulted_basis_points(self) -> int:
@@ -108,7 +112,8 @@ def refault_figure(samples: Sequence[RefaultSample], memory_bytes: int | None, *
         activated = round((latest.activate_bytes - base.activate_bytes) * scale)
     refaulted = round((latest.refault_bytes - base.refault_bytes) * scale)
     lost = round(lost_below_protection(base, latest) * scale)
-    return RefaultFigure(max(refaulted, lost), activated, span_s, memory_bytes, lost)
+    uncovered = latest.uncovered_bytes or 0
+    return RefaultFigure(max(refaulted, lost, uncovered), activated, span_s, memory_bytes, lost, uncovered)
 
 
 def lost_below_protection(base: RefaultSample, latest: RefaultSample) -> int:

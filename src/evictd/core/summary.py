@@ -56,8 +56,10 @@ class ReclaimCounters:
     `activate_file_bytes` (node: ``workingset_refault_file``/``workingset_activate_file``, before 5.9 without
     ``_file``; daemons: their cgroup's memory.stat, `evictd.adapters.daemon_cgroups`), `protected_bytes` (daemons,
     v2: the larger of system.slice's ``memory.min`` and ``memory.low``, what the kernel keeps from reclaim),
-    `low_events` (daemons, v2: ``memory.events`` ``low``, reclaims below that protection) and `reclaimed_bytes`
-    (daemons, v2: memory.stat ``pgsteal``, their pages reclaimed)."""
+    `low_events` (daemons, v2: ``memory.events`` ``low``, reclaims below that protection), `reclaimed_bytes`
+    (daemons, v2: memory.stat ``pgsteal``, their pages reclaimed), `file_bytes` (daemons, v2: memory.stat ``file``,
+    their page cache) and `node_available_bytes` (daemons: the node's /proc/meminfo ``MemAvailable``, read with
+    them)."""
 
     global_scan_pages: int | None = None
     limit_events: int | None = None
@@ -66,6 +68,8 @@ class ReclaimCounters:
     protected_bytes: int | None = None
     low_events: int | None = None
     reclaimed_bytes: int | None = None
+    file_bytes: int | None = None
+    node_available_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -302,7 +302,9 @@ def _reclaim_counters(value: object, key: str) -> ReclaimCounters | None:
                            activate_file_bytes=_counter(obj, "activateFileBytes", key),
                            protected_bytes=_counter(obj, "protectedBytes", key),
                            low_events=_counter(obj, "lowEvents", key),
-                           reclaimed_bytes=_counter(obj, "reclaimedBytes", key))
+                           reclaimed_bytes=_counter(obj, "reclaimedBytes", key),
+                           file_bytes=_counter(obj, "fileBytes", key),
+                           node_available_bytes=_counter(obj, "nodeAvailableBytes", key))
 
 
 # The share of a PSI average, in percent.

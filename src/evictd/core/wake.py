@@ -473,15 +473,17 @@ REFAULT_WINDOWS: Mapping[Reading, RefaultWindow] = MappingProxyType({
 
 def refault_look(reading: Reading, last: WatchedRefault, refault_bytes: int | None, memory_bytes: int | None,
                  global_scan_pages: int | None, now: float, shares: Sequence[int], *,
-                 gated: bool, low_events: int | None = None,
-                 reclaimed_bytes: int | None = None) -> tuple[WatchedRefault, bool]:
+                 gated: bool, low_events: int | None = None, reclaimed_bytes: int | None = None,
+                 uncovered_bytes: int | None = None) -> tuple[WatchedRefault, bool]:
     """The watch of `reading` after a look at `now` read `refault_bytes` and `global_scan_pages` (None: not read),
-    and the daemons' `low_events` and `reclaimed_bytes` (`RefaultSample`), and whether to wake the loop: the figure
+    and the daemons' `low_events`, `reclaimed_bytes` and `uncovered_bytes` (`RefaultSample`), and whether to wake
+    the loop: the figure
     over its window (of `memory_bytes`) at or over the lowest share and, when `gated`, global reclaim within the stall
     gate's window; not too soon after its last wake-up."""
     window = REFAULT_WINDOWS[reading]
     sample = None if refault_bytes is None else RefaultSample(now, refault_bytes, low_events=low_events,
-                                                              reclaimed_bytes=reclaimed_bytes)
+                                                              reclaimed_bytes=reclaimed_bytes,
+                                                              uncovered_bytes=uncovered_bytes)
     watched = WatchedRefault(next_samples(last.samples, sample, now, window_s=window.window_s),
                              next_trend(last.global_scan, global_scan_pages, now), last.woke_at)
     if not shares or sample is None:

@@ -227,10 +227,13 @@ class CycleLogger:
         if observation is not None:
             fields["available"] = str(observation.available)
             fields["threshold_quantity"] = str(threshold_quantity(status.threshold.value, observation.capacity))
-        lost = report.decided.assessment.daemons_lost_bytes
-        if status.threshold.signal is Signal.DAEMONS_REFAULT and lost:
+        assessment = report.decided.assessment
+        if status.threshold.signal is Signal.DAEMONS_REFAULT and assessment.daemons_lost_bytes:
             # the daemons' memory the kernel took below their memory.low in the window (core.daemon_refault)
-            fields["daemons_reclaimed_below_low_mib"] = round(lost / (1 << 20), 1)
+            fields["daemons_reclaimed_below_low_mib"] = round(assessment.daemons_lost_bytes / (1 << 20), 1)
+        if status.threshold.signal is Signal.DAEMONS_REFAULT and assessment.daemons_uncovered_bytes:
+            # their protected page cache MemAvailable no longer covers (core.daemon_refault.uncovered_bytes)
+            fields["daemons_protection_uncovered_mib"] = round(assessment.daemons_uncovered_bytes / (1 << 20), 1)
         if wake is not None:
             fields["woken_by"] = list(wake.causes)
             fields["decided_after_ms"] = round(wake.decided_after_s * 1000, 1)

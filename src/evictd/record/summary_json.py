@@ -62,7 +62,9 @@ def _memory_json(memory: MemoryStats | None) -> dict[str, object] | None:
                                             ("activateFileBytes", memory.reclaim.activate_file_bytes),
                                             ("protectedBytes", memory.reclaim.protected_bytes),
                                             ("lowEvents", memory.reclaim.low_events),
-                                            ("reclaimedBytes", memory.reclaim.reclaimed_bytes)))
+                                            ("reclaimedBytes", memory.reclaim.reclaimed_bytes),
+                                            ("fileBytes", memory.reclaim.file_bytes),
+                                            ("nodeAvailableBytes", memory.reclaim.node_available_bytes)))
     return document
 
 

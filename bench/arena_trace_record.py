@@ -4,7 +4,11 @@ of the daemons' (system.slice's) memory they re-read within 2 s, of their usage 
 anonymous (the daemons refault signal's base), their heartbeats in that second, their page cache, their pages
 reclaimed and the reclaims below their memory.low since the row before (where traced), and the CPU ticks of the
 evictd thread that took the most since the row before. What a thrash looks like to a kernel without PSI, to choose and
-check the signal against.
+check the signal against. With ``--memory-low-mib`` (the daemons' memory.low the run's evictd kept, its log's
+"memory.low kept at"), a ``cover`` block from every sample: MemAvailable less the daemons' page cache under that
+protection, at its least before the kernel's first reclaim below it, when it first fell under 0 and when that
+reclaim began (the daemons refault figure's uncovered cache, src/evictd/core/daemon_refault.py); ``--summary`` leaves
+the seconds out (a false trigger's 300 s of rows say nothing the block does not).
 
     .venv/bin/python bench/arena_trace_record.py /work/arena-out/x/stand-in-evictd/trace-thrash-evictd-0.json \
         --id thrash-onset-shipped-0 --machine "2-CPU AMD EPYC, ..." --load "0.7-1.5" --command "..." \
@@ -83,6 +87,29 @@ def seconds(trace: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def cover(trace: dict[str, Any], low_bytes: int) -> dict[str, Any]:
+    """MemAvailable less the daemons' protected page cache (the smaller of their cache and what their anonymous memory
+    leaves of `low_bytes`): its least before the first ``low`` event (MiB), when it first fell under 0 and when that
+    event came (s from the start; None: never), in traces that keep memory.events."""
+    started = trace["started"]
+    least = first_under = first_low = base_low = None
+    for at, figures in trace["samples"]:
+        if "sys.events.low" not in figures or "MemAvailable" not in figures:
+            continue
+        base_low = figures["sys.events.low"] if base_low is None else base_low
+        if figures["sys.events.low"] > base_low:
+            first_low = round(at - started, 1)
+            break
+        protected = min(figures["sys.file"], max(0, low_bytes - figures["sys.anon"]))
+        margin = (figures["MemAvailable"] - protected) / (1 << 20)
+        least = margin if least is None else min(least, margin)
+        if margin < 0 and first_under is None:
+            first_under = round(at - started, 1)
+    return {"memoryLowMib": low_bytes >> 20, "leastCoverMib": None if least is None else round(least),
+            "firstUncoveredS": first_under, "firstLowEventS": first_low,
+            "leadS": None if first_under is None or first_low is None else round(first_low - first_under, 1)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace", type=Path)
@@ -92,6 +119,8 @@ def main() -> int:
     parser.add_argument("--command", required=True)
     parser.add_argument("--commit", help="the commit the run ran (default: HEAD)")
     parser.add_argument("--note")
+    parser.add_argument("--memory-low-mib", type=int, help="the daemons' memory.low the run kept: adds `cover`")
+    parser.add_argument("--summary", action="store_true", help="without the seconds")
     args = parser.parse_args()
     trace = json.loads(args.trace.read_text())
     head = ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]
@@ -99,12 +128,17 @@ def main() -> int:
     started = trace["started"]
     gaps = [(round(a - started, 1), round(b - a, 1)) for a, b in itertools.pairwise(trace["beats"])
             if b > started and b - a > 1.0]
-    print(json.dumps({
+    record: dict[str, Any] = {
         "bench": "thrash_onset", "id": args.id, "machine": args.machine, "load": args.load,
         "date": datetime.date.today().isoformat(), "commit": commit, "command": args.command,
         "daemonGapsOver1s": gaps, "evictionsAtS": [round(e["at"] - started, 1) for e in trace["evictions"]],
-        "seconds": seconds(trace), "note": args.note,
-    }))
+    }
+    if args.memory_low_mib is not None:
+        record["cover"] = cover(trace, args.memory_low_mib << 20)
+    if not args.summary:
+        record["seconds"] = seconds(trace)
+    record["note"] = args.note
+    print(json.dumps(record))
     return 0
 
 

@@ -16,7 +16,8 @@ mounted `memory_recursiveprot` before and after a remount, the memory.low each s
 after a reset to 0 as systemd's reload does, an operator's value left, dry-run and stop taking evictd's back), and
 the daemon's page cache across the same stream with evictd's memory.low and without it; and the breach: the root
 asked to reclaim more than lies outside the protection, the kernel's ``low`` events and ``pgsteal`` as the daemons'
-figure reads them.
+figure reads them; and before it, the approach: a BestEffort pod allocating until MemAvailable no longer covers the
+daemon's protected page cache, as `daemon_counts` and /proc/meminfo read it each 50 ms, and the ``low`` events then.
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ from evictd.adapters.cgroups import CgroupLayout, CgroupReader
 from evictd.adapters.daemon_cgroups import daemon_counts
 from evictd.adapters.daemons_protection import protection_unavailable, read_node_low, write_node_low
 from evictd.adapters.memory_reclaim import CgroupMemoryReclaimer
+from evictd.adapters.procfs import meminfo_bytes
 from evictd.config import load_configuration
 from evictd.core.daemon_refault import (
     DAEMON_MIN_MEMORY_BYTES,
     DAEMON_REFAULT_MIN_SPAN_S,
     daemon_refault_figure,
     daemon_share_base,
+    uncovered_bytes,
 )
 from evictd.core.daemons_protection import daemons_low_target, parse_daemons_low
 from evictd.core.daemons_reclaim import DaemonsReclaimHistory, DaemonsReclaimSettings, daemons_reclaim_plan
@@ -209,6 +212,46 @@ def breach(layout: CgroupLayout, daemon: Path, daemon_file: Path) -> dict[str, A
             "figureBp": None if figure is None else figure.refaulted_basis_points}
 
 
+# The approach's pod: 4 MiB of anonymous memory touched every 1/8 s (32 MiB/s, a leak the arena's grower outpaces)
+# up to more than the guest holds; it waits to be killed.
+ALLOCATE = ("import time\nheld = []\nfor _ in range(128):\n    held.append(bytearray(4 << 20))\n"
+            "    time.sleep(0.125)\ntime.sleep(60)\n")
+APPROACH_LOOK_S, APPROACH_TIMEOUT_S = 0.05, 30.0
+
+
+def approach(layout: CgroupLayout, daemon: Path, daemon_file: Path, pod: Path) -> dict[str, Any]:
+    """The daemon's file read in under the protection, then the pod allocating: each look reads system.slice and
+    MemAvailable as evictd does, until the protected cache is no longer covered (or the pod is gone, or time is up);
+    the figures at the first look not covered, the ``low`` events at the start and then, and those 0.5 s later."""
+    Path("/proc/sys/vm/drop_caches").write_text("3")
+    read_in(daemon, daemon_file)
+    start = daemon_counts(layout)
+    assert start is not None
+    def enter() -> None:
+        (pod / "cgroup.procs").write_text(str(os.getpid()))
+    grower = subprocess.Popen([sys.executable, "-c", ALLOCATE], preexec_fn=enter)
+    seen: dict[str, Any] | None = None
+    started, lowest = time.monotonic(), None
+    try:
+        while seen is None and grower.poll() is None and time.monotonic() - started < APPROACH_TIMEOUT_S:
+            counts, available = daemon_counts(layout), meminfo_bytes("MemAvailable")
+            assert counts is not None
+            uncovered = uncovered_bytes(counts.file_bytes, counts.usage_bytes, counts.protected_bytes, available)
+            lowest = available if lowest is None else min(lowest, available)
+            if uncovered:
+                seen = {"atS": round(time.monotonic() - started, 2), "uncovered": uncovered, "available": available,
+                        "file": counts.file_bytes, "usage": counts.usage_bytes, "protected": counts.protected_bytes,
+                        "lowEvents": counts.low_events}
+            time.sleep(APPROACH_LOOK_S)
+        time.sleep(0.5)
+        later = daemon_counts(layout)
+    finally:
+        grower.kill()
+        exit_code = grower.wait()
+    return {"start": {"lowEvents": start.low_events, "file": start.file_bytes}, "seen": seen, "lowestAvailable": lowest,
+            "lowEventsLater": None if later is None else later.low_events, "growerExit": exit_code}
+
+
 def protection() -> dict[str, Any]:
     backup = make_cgroup(f"{BASE}/kubepods/besteffort/pod-backup")
     daemon = make_cgroup("system.slice/daemon")
@@ -233,6 +276,7 @@ def protection() -> dict[str, Any]:
     steps["applied"] = [str(keeper.step()), low_now()]
     counted = daemon_counts(layout)
     steps["countedProtection"] = None if counted is None else counted.protected_bytes
+    approached = approach(layout, daemon, daemon_file, backup)
     breached = breach(layout, daemon, daemon_file)
     Path("/proc/sys/vm/drop_caches").write_text("3")
     protected = stream_over_daemon(daemon, daemon_file, backup, backup_file)
@@ -258,7 +302,7 @@ def protection() -> dict[str, Any]:
     return {"unavailableBefore": unavailable_before, "unavailable": unavailable, "steps": steps,
             "builtTarget": None if built is None else built.target.bytes, "memTotal": total,
             "protected": protected, "unprotected": unprotected, "gauge": gauge, "log": log.lines,
-            "breach": breached}
+            "breach": breached, "approach": approached}
 
 
 if __name__ == "__main__":

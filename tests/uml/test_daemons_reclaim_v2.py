@@ -8,7 +8,8 @@ need not) without touching the daemons' cache. Quiet daemons make the rule skip.
 system.slice (`daemonsMemoryLow`): kept, written again after a reset, left to an operator, taken back in dry-run and at
 stop; with it the same stream leaves the daemon's cache in place, without it the stream pushes it out; and when the
 kernel has nothing else left it takes the protected pages too, counts it (``low``, ``pgsteal``), and the daemons'
-figure counts what it took. Fails, never skips, when the guest kernel is missing.
+figure counts what it took; before that, as a pod allocates, MemAvailable stops covering the daemon's protected page
+cache while the kernel has not yet reclaimed below memory.low. Fails, never skips, when the guest kernel is missing.
 """
 
 from __future__ import annotations
@@ -145,3 +146,16 @@ def test_a_breach_of_the_protection_is_counted_and_the_figure_counts_what_was_ta
     assert taken_after - taken_before >= 16 * MiB, breach
     assert breach["lostBytes"] is not None and breach["lostBytes"] >= taken_after - taken_before, breach  # scaled
     assert breach["figureBp"] == 10_000, breach  # over 32 MiB of exposed memory in the window: capped
+
+
+def test_the_protected_cache_is_uncovered_before_the_kernel_breaks_into_it(protection: dict[str, Any]) -> None:
+    """A BestEffort pod allocates 32 MiB/s beside the daemon's 48 MiB file under a 96 MiB memory.low: MemAvailable
+    falls under that cache, which evictd's figure counts, while system.slice's ``low`` count is where it began (the
+    kernel has not yet reclaimed below the protection): the warning comes before the breach."""
+    approach = protection["approach"]
+    seen = approach["seen"]
+    assert seen is not None, approach  # the figure saw the cache uncovered before the pod was done or killed
+    assert approach["start"]["file"] >= 40 * MiB and seen["protected"] >= 96 * MiB, approach
+    assert 0 < seen["uncovered"] <= seen["file"] and seen["available"] < seen["file"], approach
+    assert seen["uncovered"] == min(seen["file"], seen["protected"] - (seen["usage"] - seen["file"])) - seen["available"]
+    assert seen["lowEvents"] == approach["start"]["lowEvents"], approach  # no breach yet

@@ -222,7 +222,8 @@ APPROACH_LOOK_S, APPROACH_TIMEOUT_S = 0.05, 30.0
 def approach(layout: CgroupLayout, daemon: Path, daemon_file: Path, pod: Path) -> dict[str, Any]:
     """The daemon's file read in under the protection, then the pod allocating: each look reads system.slice and
     MemAvailable as evictd does, until the protected cache is no longer covered (or the pod is gone, or time is up);
-    the figures at the first look not covered, the ``low`` events at the start and then, and those 0.5 s later."""
+    the figures at the first look not covered and at the first look after a ``low`` event (the breach), the
+    ``low`` events at the start, and those 0.5 s after the last look."""
     Path("/proc/sys/vm/drop_caches").write_text("3")
     read_in(daemon, daemon_file)
     start = daemon_counts(layout)
@@ -231,6 +232,7 @@ def approach(layout: CgroupLayout, daemon: Path, daemon_file: Path, pod: Path) -
         (pod / "cgroup.procs").write_text(str(os.getpid()))
     grower = subprocess.Popen([sys.executable, "-c", ALLOCATE], preexec_fn=enter)
     seen: dict[str, Any] | None = None
+    breached: dict[str, Any] | None = None
     started, lowest = time.monotonic(), None
     try:
         while seen is None and grower.poll() is None and time.monotonic() - started < APPROACH_TIMEOUT_S:
@@ -238,17 +240,21 @@ def approach(layout: CgroupLayout, daemon: Path, daemon_file: Path, pod: Path) -
             assert counts is not None
             uncovered = uncovered_bytes(counts.file_bytes, counts.usage_bytes, counts.protected_bytes, available)
             lowest = available if lowest is None else min(lowest, available)
+            look = {"atS": round(time.monotonic() - started, 2), "uncovered": uncovered, "available": available,
+                    "file": counts.file_bytes, "usage": counts.usage_bytes, "protected": counts.protected_bytes,
+                    "lowEvents": counts.low_events}
+            if breached is None and counts.low_events != start.low_events:
+                breached = look
             if uncovered:
-                seen = {"atS": round(time.monotonic() - started, 2), "uncovered": uncovered, "available": available,
-                        "file": counts.file_bytes, "usage": counts.usage_bytes, "protected": counts.protected_bytes,
-                        "lowEvents": counts.low_events}
+                seen = look
             time.sleep(APPROACH_LOOK_S)
         time.sleep(0.5)
         later = daemon_counts(layout)
     finally:
         grower.kill()
         exit_code = grower.wait()
-    return {"start": {"lowEvents": start.low_events, "file": start.file_bytes}, "seen": seen, "lowestAvailable": lowest,
+    return {"start": {"lowEvents": start.low_events, "file": start.file_bytes}, "seen": seen, "breached": breached,
+            "lowestAvailable": lowest,
             "lowEventsLater": None if later is None else later.low_events, "growerExit": exit_code}
 
 

@@ -35,6 +35,7 @@ from evictd.core.pods import Pod, QOSClass
 from evictd.core.quantity import Quantity, QuantityFormat
 from evictd.core.signals import EVICTD_SIGNALS, Signal
 from evictd.core.summary import (
+    SYSTEM_CONTAINER_DAEMONS,
     SYSTEM_CONTAINER_PODS,
     ContainerStats,
     FsStats,
@@ -1281,3 +1282,40 @@ def test_against_a_hung_runtime_a_cycle_with_a_hard_memory_threshold_met_does_no
         assert CYCLE_READ_TIMEOUT_S <= took_s < CYCLE_READ_TIMEOUT_S + 1.0
     else:
         assert OVERDUE_S <= took_s < OVERDUE_S + 1.0
+
+
+def test_the_daemons_block_carries_their_cache_and_memavailable_only_beside_a_protection(tmp_path: Path) -> None:
+    """With a daemons refault threshold on cgroup v2, system.slice's block carries its page cache (memory.stat
+    ``file``) and, while it has a memory.low, the node's MemAvailable read with it (the figure's uncovered cache,
+    evictd.core.daemon_refault); without a protection /proc/meminfo is not read for it, and an unreadable one is a
+    problem naming it, the rest of the block kept."""
+    node = make_node(tmp_path, V2, copy=True)
+    daemons = node.cgroup_root / "system.slice"
+    daemons.mkdir(exist_ok=True)
+    (daemons / "memory.stat").write_text("anon 1048576\nfile 268435456\nworkingset_refault_file 10\npgsteal 3\n")
+    (daemons / "memory.current").write_text(f"{300 << 20}\n")
+    (daemons / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    (daemons / "memory.low").write_text(f"{616 << 20}\n")
+
+    def block() -> tuple[Any, list[str]]:
+        source = ListingStats(node.discovered(), memory_pressure=True, daemon_refaults=True, node_name="node-1",
+                              cgroups=node.reader, disk_usage=PodDiskStore(), kubelet_root=str(node.kubelet_root),
+                              image_fs_path=str(node.image_fs), container_fs_path=str(node.image_fs),
+                              proc_root=str(node.proc), clock=ManualClock(0.0, wall_at_zero=AT))
+        memory = source.summary().node.system_containers[SYSTEM_CONTAINER_DAEMONS].memory
+        assert memory is not None and memory.reclaim is not None
+        return memory.reclaim, [problem.source for problem in source.problems]
+
+    reclaim, problems = block()
+    assert (reclaim.file_bytes, reclaim.protected_bytes, reclaim.node_available_bytes) == (
+        256 << 20, 616 << 20, 9437184 * KiB)
+    assert problems == []
+    (daemons / "memory.low").write_text("0\n")
+    reclaim, problems = block()
+    assert (reclaim.file_bytes, reclaim.node_available_bytes) == (256 << 20, None) and problems == []
+    (daemons / "memory.low").write_text(f"{616 << 20}\n")
+    (node.proc / "meminfo").write_text("MemTotal:       1024 kB\n")
+    reclaim, problems = block()
+    assert (reclaim.file_bytes, reclaim.node_available_bytes, reclaim.refault_file_bytes) == (
+        256 << 20, None, 10 * 4096)
+    assert problems == [str(node.proc / "meminfo")]

@@ -10,8 +10,9 @@ import itertools
 import time
 from pathlib import Path
 
+from evictd.adapters.cgroups import CgroupLayout
 from evictd.adapters.notifiers import Waiter
-from evictd.adapters.sensors import node_refault_watch
+from evictd.adapters.sensors import daemons_refault_watch, node_refault_watch
 from evictd.core.wake import Wake
 
 PAGE = 4096
@@ -73,3 +74,31 @@ def test_nothing_armed_nothing_read(tmp_path: Path) -> None:
         assert watch.looks == 0
     finally:
         watch.close()
+
+
+def test_the_daemons_watch_wakes_when_memavailable_no_longer_covers_their_protected_cache(tmp_path: Path) -> None:
+    """cgroup v2 system.slice files and a /proc: the daemons re-read nothing and the kernel takes nothing below their
+    616 MiB memory.low, but MemAvailable falls from 1 GiB to 100 MiB under their 256 MiB of cache: the watch wakes
+    the loop (156 MiB of the 32 MiB floor it takes a share of: 100 %)."""
+    daemons = tmp_path / "cgroup" / "system.slice"
+    daemons.mkdir(parents=True)
+    (daemons / "memory.stat").write_text("anon 0\nfile 268435456\nworkingset_refault_file 10\npgsteal 3\n")
+    (daemons / "memory.current").write_text(f"{256 << 20}\n")
+    (daemons / "memory.events").write_text("low 0\nhigh 0\nmax 0\n")
+    (daemons / "memory.low").write_text(f"{616 << 20}\n")
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    vmstat(proc, 0)
+    (proc / "meminfo").write_text("MemTotal: 2621440 kB\nMemAvailable: 1048576 kB\n")
+    seconds = itertools.count()
+    watch = daemons_refault_watch(CgroupLayout(version=2, root=tmp_path / "cgroup"), gated=False,
+                                  monotonic=lambda: float(next(seconds)), proc_root=str(proc))
+    waiter = Waiter(time.monotonic)
+    waiter.set_notifiers([watch])
+    try:
+        watch.look_for([5000])  # 50 % of the daemons' memory
+        assert waiter.wait(1.2) == [], "covered: no wake-up"
+        (proc / "meminfo").write_text("MemTotal: 2621440 kB\nMemAvailable: 102400 kB\n")
+        assert waiter.wait(3.0) == [Wake.DAEMONS_REFAULT_WATCH]
+    finally:
+        waiter.close()

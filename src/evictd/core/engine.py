@@ -39,6 +39,7 @@ from evictd.core.pod_growth import PodMemorySnapshot, next_snapshots, stall_cand
 from evictd.core.pods import Pod, is_critical_pod
 from evictd.core.quantity import Quantity
 from evictd.core.ranking import SortKey, rank_pods_with_keys
+from evictd.core.refault import RefaultFigure
 from evictd.core.signals import NodeCondition, Resource, Signal, spec_of
 from evictd.core.stall_gate import (
     HeldBack,
@@ -223,8 +224,7 @@ class Assessment:
     """The outcome of `assess`: the thresholds met (grace elapsed or not) and the next step (`next_step`).
     `stale_signals`: would act but stats not updated; `stall_settling`: stall signals waiting for the last stall
     eviction to settle (`settle_ends_in_s` from now); `stall_held_back`: held back by the stall gate;
-    `daemons_lost_bytes`: the daemons refault figure's bytes reclaimed below their memory.low (0: none counted);
-    `daemons_uncovered_bytes`: its protected page cache the node's available memory no longer covers (0: covered)."""
+    `daemons_refault`: the cycle's daemons refault figure, with what it counted beside the re-reads (None: none)."""
 
     next_step: NextStep
     observations: Mapping[Signal, Observation] = field(default_factory=dict)
@@ -235,8 +235,7 @@ class Assessment:
     stall_settling: tuple[Signal, ...] = ()
     settle_ends_in_s: float | None = None
     stall_held_back: tuple[HeldBack, ...] = ()
-    daemons_lost_bytes: int = 0
-    daemons_uncovered_bytes: int = 0
+    daemons_refault: RefaultFigure | None = None
 
     def grace_ends_in_s(self) -> float | None:
         """How long until the first met threshold's running grace period ends (0: one has; None: none runs)."""
@@ -354,8 +353,7 @@ def assess(
         settle_ends_in_s=(max(0.0, STALL_SETTLE_S - (now - state.stall_evicted_at))
                           if settling and state.stall_evicted_at is not None else None),
         stall_held_back=held_back_reports(held, observations, gate, now),
-        daemons_lost_bytes=0 if gate.daemons_refault is None else gate.daemons_refault.lost_bytes,
-        daemons_uncovered_bytes=0 if gate.daemons_refault is None else gate.daemons_refault.uncovered_bytes,
+        daemons_refault=gate.daemons_refault,
     )
 
 

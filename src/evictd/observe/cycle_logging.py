@@ -227,13 +227,14 @@ class CycleLogger:
         if observation is not None:
             fields["available"] = str(observation.available)
             fields["threshold_quantity"] = str(threshold_quantity(status.threshold.value, observation.capacity))
-        assessment = report.decided.assessment
-        if status.threshold.signal is Signal.DAEMONS_REFAULT and assessment.daemons_lost_bytes:
-            # the daemons' memory the kernel took below their memory.low in the window (core.daemon_refault)
-            fields["daemons_reclaimed_below_low_mib"] = round(assessment.daemons_lost_bytes / (1 << 20), 1)
-        if status.threshold.signal is Signal.DAEMONS_REFAULT and assessment.daemons_uncovered_bytes:
+        figure = report.decided.assessment.daemons_refault
+        if status.threshold.signal is Signal.DAEMONS_REFAULT and figure is not None:
+            # the daemons' memory the kernel took below their memory.low in the window (core.daemon_refault), and
             # their protected page cache MemAvailable no longer covers (core.daemon_refault.uncovered_bytes)
-            fields["daemons_protection_uncovered_mib"] = round(assessment.daemons_uncovered_bytes / (1 << 20), 1)
+            for name, counted in (("daemons_reclaimed_below_low_mib", figure.lost_bytes),
+                                  ("daemons_protection_uncovered_mib", figure.uncovered_bytes)):
+                if counted:
+                    fields[name] = round(counted / (1 << 20), 1)
         if wake is not None:
             fields["woken_by"] = list(wake.causes)
             fields["decided_after_ms"] = round(wake.decided_after_s * 1000, 1)
